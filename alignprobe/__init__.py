@@ -1,0 +1,26 @@
+"""alignprobe: do the hidden states a drafter is served match the ones it was trained on?"""
+
+__version__ = "0.1.0"
+
+from alignprobe.errors import AlignprobeError, BadInput  # noqa: E402
+from alignprobe.dump import (  # noqa: E402
+    Dump,
+    DumpWriter,
+    Provenance,
+    StreamClaim,
+    open_dump,
+)
+from alignprobe.inspect import DumpSummary, inspect_dump  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "AlignprobeError",
+    "BadInput",
+    "Dump",
+    "DumpWriter",
+    "DumpSummary",
+    "Provenance",
+    "StreamClaim",
+    "inspect_dump",
+    "open_dump",
+]

@@ -1,0 +1,67 @@
+"""``alignprobe``: the click group, and the one place errors become exit codes.
+
+Exit codes (README.md): 0 pass, 1 fail, 2 bad input or usage, 3 a bug in alignprobe.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from alignprobe import __version__
+from alignprobe.errors import EXIT_BAD_INPUT, AlignprobeError
+
+EXIT_BUG = 3
+
+
+class _Group(click.Group):
+    """Turns every error into one line on stderr and a documented exit code."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except click.exceptions.Abort:
+            click.echo("alignprobe: interrupted", err=True)
+            code = 130
+        except click.ClickException as exc:  # usage errors: bad flag, missing argument
+            click.echo(f"alignprobe: {exc.format_message()}", err=True)
+            code = EXIT_BAD_INPUT
+        except AlignprobeError as exc:
+            click.echo(f"alignprobe: {exc}", err=True)
+            code = exc.exit_code
+        except Exception as exc:  # noqa: BLE001 - a bug of ours, still one line unless asked
+            if os.environ.get("ALIGNPROBE_DEBUG"):
+                raise
+            click.echo(
+                f"alignprobe: internal error: {type(exc).__name__}: {exc} (set ALIGNPROBE_DEBUG=1 for the traceback)",
+                err=True,
+            )
+            code = EXIT_BUG
+        sys.exit(code or 0)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="alignprobe")
+def cli() -> None:
+    """Check that a drafter is served the hidden states it was trained on."""
+
+
+def _register() -> None:
+    from alignprobe.cli.inspect import inspect
+
+    for command in (inspect,):
+        cli.add_command(command)
+
+
+_register()
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""How each captured dtype is stored in HDF5, exactly.
+
+HDF5 has no bfloat16 type. A bfloat16 value is the upper 16 bits of a float32, so we store its raw
+bits as uint16 (attribute ``encoding = "bfloat16-bits"``) and widen them back by a 16-bit shift:
+no rounding on the way in or out. float16 and float32 are stored natively.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+ENCODING_NATIVE = "native"
+ENCODING_BF16_BITS = "bfloat16-bits"
+
+STORAGE_DTYPE = {"bfloat16": np.uint16, "float16": np.float16, "float32": np.float32}
+TORCH_DTYPE = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+DTYPE_NAME = {v: k for k, v in TORCH_DTYPE.items()}
+
+
+def encoding_of(dtype: str) -> str:
+    return ENCODING_BF16_BITS if dtype == "bfloat16" else ENCODING_NATIVE
+
+
+def dtype_name(states: torch.Tensor | np.ndarray) -> str:
+    """The dump dtype name of a tensor or array; raises ValueError for anything else."""
+    if isinstance(states, torch.Tensor):
+        name = DTYPE_NAME.get(states.dtype)
+    else:
+        name = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32"}.get(states.dtype)
+    if name is None:
+        raise ValueError(f"states of dtype {states.dtype} cannot be stored: use bfloat16, float16 or float32")
+    return name
+
+
+def to_storage(states: torch.Tensor | np.ndarray, dtype: str) -> np.ndarray:
+    """States (any float dtype) cast to ``dtype`` and laid out as stored on disk."""
+    if isinstance(states, np.ndarray):
+        states = torch.from_numpy(states)
+    states = states.detach().to(device="cpu", dtype=TORCH_DTYPE[dtype]).contiguous()
+    if dtype == "bfloat16":
+        return states.view(torch.int16).numpy().view(np.uint16)
+    return states.numpy()
+
+
+def from_storage(raw: np.ndarray, encoding: str) -> np.ndarray:
+    """Stored values widened to float32 (exact for every stored dtype)."""
+    if encoding == ENCODING_BF16_BITS:
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw.astype(np.float32, copy=False)
+
+
+def to_torch(raw: np.ndarray, encoding: str) -> torch.Tensor:
+    """Stored values as a tensor of the captured dtype (bfloat16 stays bfloat16)."""
+    if encoding == ENCODING_BF16_BITS:
+        return torch.from_numpy(np.ascontiguousarray(raw).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(raw))

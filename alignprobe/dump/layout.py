@@ -1,0 +1,72 @@
+"""The HDF5 layout of a dump, in one place (docs/dump-format.md describes the same thing).
+
+    /                      attrs: format, format_version, provenance (JSON), complete
+    /samples/ids           [S] UTF-8 strings, unique: how two dumps pair their samples
+    /samples/offsets       [S+1] int64: sample i holds flat tokens offsets[i]..offsets[i+1]
+    /tokens                [T] int64 token ids, all samples back to back
+    /streams/<name>        [T, width] states; attrs: the StreamClaim fields and the encoding
+"""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+
+from alignprobe.dump.encoding import STORAGE_DTYPE, encoding_of
+from alignprobe.dump.schema import FORMAT_NAME, FORMAT_VERSION, Provenance, StreamClaim
+
+# About 1 MiB a chunk, one hidden-size slice wide: reading a block of tokens touches whole chunks,
+# and a reader that wants one slice (one HF index) of a wide stream touches only that slice's chunks.
+CHUNK_BYTES = 1 << 20
+
+STR = h5py.string_dtype("utf-8")
+
+
+def chunk_shape(claim: StreamClaim) -> tuple[int, int]:
+    itemsize = np.dtype(STORAGE_DTYPE[claim.dtype]).itemsize
+    columns = min(claim.hidden_size, claim.width)
+    rows = max(1, CHUNK_BYTES // (columns * itemsize))
+    return rows, columns
+
+
+def create_file(
+    path: str,
+    provenance: Provenance,
+    streams: dict[str, StreamClaim],
+    sample_ids: list[str],
+    offsets: np.ndarray,
+) -> h5py.File:
+    """Create a dump with every dataset sized for ``offsets[-1]`` tokens; the caller fills in states.
+
+    ``complete`` stays False until the caller sets it, so a file cut short reads as unfinished.
+    """
+    num_tokens = int(offsets[-1])
+    f = h5py.File(path, "w", libver="latest")
+    f.attrs["format"] = FORMAT_NAME
+    f.attrs["format_version"] = FORMAT_VERSION
+    f.attrs["provenance"] = provenance.to_json()
+    f.attrs["complete"] = False
+    f.create_dataset("samples/ids", data=np.array(sample_ids, dtype=object), dtype=STR)
+    f.create_dataset("samples/offsets", data=np.asarray(offsets, dtype=np.int64))
+    f.create_dataset("tokens", shape=(num_tokens,), dtype=np.int64)
+    for name, claim in streams.items():
+        rows, columns = chunk_shape(claim)
+        ds = f.create_dataset(
+            f"streams/{name}",
+            shape=(num_tokens, claim.width),
+            dtype=STORAGE_DTYPE[claim.dtype],
+            chunks=(min(rows, max(1, num_tokens)), columns),
+        )
+        write_claim(ds, claim)
+    return f
+
+
+def write_claim(ds: h5py.Dataset, claim: StreamClaim) -> None:
+    ds.attrs["hf_indices"] = np.asarray(claim.hf_indices, dtype=np.int64)
+    ds.attrs["hidden_size"] = claim.hidden_size
+    ds.attrs["num_layers"] = claim.num_layers
+    ds.attrs["dtype"] = claim.dtype
+    ds.attrs["encoding"] = encoding_of(claim.dtype)
+    ds.attrs["final_norm"] = claim.final_norm
+    ds.attrs["role"] = claim.role
+    ds.attrs["note"] = claim.note
