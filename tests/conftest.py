@@ -1,0 +1,4 @@
+import os
+
+# Plots in tests never need a display.
+os.environ.setdefault("MPLBACKEND", "Agg")
