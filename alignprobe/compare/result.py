@@ -1,0 +1,307 @@
+"""What a comparison found: plain records that the CLI, the reporter and notebooks all read.
+
+Field names are stable (the reporter renders them, ``--json`` writes them); add fields, never rename.
+
+``CompareResult``
+    verdict           "PASS" | "WARN" | "FAIL" (from the findings' severities, see policy.py)
+    findings          list[Finding], most severe first
+    tokens            TokenCheck: sample pairing and token alignment
+    streams           list[StreamComparison]: one per paired stream (serve stream vs its train stream)
+    mappings          list[MappingSearch]: per serve stream, the similarity matrix and the best mapping
+    hidden_size       H, from the train side's claims; num_layers N, likewise
+    train_path / serve_path, train_provenance / serve_provenance (dicts, as stored in the dumps)
+    policy            dict: the tolerances that produced the verdict
+    options           dict: sample / max_tokens / mapping_tokens as used
+    notes             list[str]: what the comparer had to assume or skip, in one line each
+    elapsed_s         wall time of the comparison
+    ``bool(result)`` is True unless the verdict is FAIL (a WARN passes, as exit code 0 does);
+    ``result.passed(strict=True)`` is True only for PASS.
+
+``Finding``: code (docs/findings.md), severity "info" | "warn" | "error", title (one line),
+    evidence (JSON-able dict of measured numbers), fix (what to change), stream (serve stream name,
+    "" when it concerns the whole comparison).
+
+``SliceMetrics``: one serve slice against the train slice it should equal (the expected mapping).
+    label ("HF[30]"), train_stream/train_slice/train_hf_index, serve_stream/serve_slice/serve_hf_index
+    (claimed), tokens (rows compared), cosine_mean/p1/p5/p50/min (per-token cosine), rel_rms
+    (||b-a|| / ||a|| over all rows), sqnr_db (10 log10 ||a||^2/||b-a||^2), norm_ratio (||b|| / ||a||),
+    max_abs_diff, train_health / serve_health (RowHealth: rows, nan_rows, inf_rows, zero_rows,
+    constant_rows), positions (list[PositionBucket]: start, stop, tokens, cosine_mean, rel_rms,
+    norm_ratio), excluded_rows (rows left out of the numbers because a side was not finite).
+    train = a (the reference), serve = b. Infinite values (sqnr_db of identical states) are
+    written to JSON as the strings "inf" / "-inf" / "nan".
+
+``MappingSearch``: for one serve stream, ``cosine[s][c]`` is the mean per-token cosine of serve
+    slice s against train candidate c on ``tokens_sampled`` sampled tokens (``sampling`` says how);
+    ``norm_ratio[s][c]`` likewise for ||b||/||a||. ``candidates`` are the distinct train slices
+    (stream, slice, hf_index, final_norm, label); ``matches[s]`` the best candidate for each serve
+    slice with its score, runner-up and margin; ``expected`` / ``claimed`` the labels the mapping
+    should be / the serve dump says it is.
+
+``TokenCheck``: paired / train_only / serve_only sample counts (with up to 20 example ids each),
+    identical (samples whose token ids agree), aligned_tokens (rows the numbers cover), and
+    ``issues`` (TokenIssue per sample: kind "shift" | "divergent" | "padding" | "length", shift k
+    with serve token i == train token i+k, first_divergence, train/serve token there (and decoded
+    text when a tokenizer was given), train_len, serve_len, aligned_length).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+SEVERITIES = ("info", "warn", "error")
+VERDICTS = ("PASS", "WARN", "FAIL")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+@dataclasses.dataclass
+class Finding:
+    code: str
+    severity: str
+    title: str
+    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+    fix: str = ""
+    stream: str = ""
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity {self.severity!r} is not one of {SEVERITIES}")
+
+
+@dataclasses.dataclass
+class RowHealth:
+    """Counts of rows (tokens) that are not usable hidden states."""
+
+    rows: int = 0
+    nan_rows: int = 0  # at least one NaN
+    inf_rows: int = 0  # at least one +-Inf (and no NaN)
+    zero_rows: int = 0  # every value exactly 0
+    constant_rows: int = 0  # every value equal, not all zero
+
+    @property
+    def nonfinite_rows(self) -> int:
+        return self.nan_rows + self.inf_rows
+
+    @property
+    def degenerate_rows(self) -> int:
+        return self.zero_rows + self.constant_rows
+
+
+@dataclasses.dataclass
+class PositionBucket:
+    start: int  # token positions [start, stop) within a sample
+    stop: int
+    tokens: int
+    cosine_mean: float
+    rel_rms: float
+    norm_ratio: float
+
+
+@dataclasses.dataclass
+class SliceMetrics:
+    label: str
+    train_stream: str
+    train_slice: int
+    train_hf_index: int
+    serve_stream: str
+    serve_slice: int
+    serve_hf_index: int
+    tokens: int
+    cosine_mean: float
+    cosine_p1: float
+    cosine_p5: float
+    cosine_p50: float
+    cosine_min: float
+    rel_rms: float
+    sqnr_db: float
+    norm_ratio: float
+    max_abs_diff: float
+    train_health: RowHealth
+    serve_health: RowHealth
+    positions: list[PositionBucket] = dataclasses.field(default_factory=list)
+    excluded_rows: int = 0
+
+
+@dataclasses.dataclass
+class StreamComparison:
+    role: str
+    train_stream: str
+    serve_stream: str
+    train_claim: dict[str, Any]
+    serve_claim: dict[str, Any]
+    slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
+    mapping_ok: bool = True  # the measured mapping is the expected one, so drift/scale checks apply
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One distinct train-side slice a serve slice may turn out to be."""
+
+    stream: str
+    slice: int
+    hf_index: int
+    final_norm: str  # "pre" or "post": what HF[N] means here (irrelevant below N)
+    label: str
+
+
+@dataclasses.dataclass
+class SliceMatch:
+    serve_slice: int
+    best: int  # index into MappingSearch.candidates
+    best_label: str
+    score: float  # mean cosine of the best candidate
+    runner_up: int  # -1 when there was a single candidate
+    runner_up_label: str
+    runner_up_score: float
+    margin: float  # score - runner_up_score
+    tie_broken_by_norm: bool = False  # cosines tied (pre vs post norm): the norm ratio decided
+
+
+@dataclasses.dataclass
+class MappingSearch:
+    serve_stream: str
+    role: str
+    serve_labels: list[str]  # claimed labels of the serve slices
+    candidates: list[Candidate]
+    cosine: list[list[float]]  # [serve slice][candidate]
+    norm_ratio: list[list[float]]
+    matches: list[SliceMatch]
+    expected: list[str]  # labels of the train slices each serve slice should be ([] when widths differ)
+    claimed: list[str]
+    tokens_sampled: int
+    sampling: str
+
+    @property
+    def measured(self) -> list[str]:
+        return [m.best_label for m in self.matches]
+
+
+@dataclasses.dataclass
+class TokenIssue:
+    sample_id: str
+    kind: str  # "shift" | "divergent" | "padding" | "length"
+    train_len: int
+    serve_len: int
+    aligned_length: int
+    shift: int = 0  # serve token i == train token i + shift
+    first_divergence: int = -1  # position (in the train sample) of the first differing token
+    train_token: int = -1
+    serve_token: int = -1
+    train_text: str = ""
+    serve_text: str = ""
+    padded_side: str = ""  # "train" or "serve": which side carries extra trailing tokens
+
+
+@dataclasses.dataclass
+class TokenCheck:
+    paired: int = 0
+    train_only: int = 0
+    serve_only: int = 0
+    train_only_examples: list[str] = dataclasses.field(default_factory=list)
+    serve_only_examples: list[str] = dataclasses.field(default_factory=list)
+    identical: int = 0
+    compared_samples: int = 0  # paired samples whose states were compared (after --sample)
+    aligned_tokens: int = 0  # rows compared (after --max-tokens)
+    issues: list[TokenIssue] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class CompareResult:
+    verdict: str
+    findings: list[Finding]
+    tokens: TokenCheck
+    streams: list[StreamComparison]
+    mappings: list[MappingSearch]
+    hidden_size: int
+    num_layers: int
+    train_path: str = ""
+    serve_path: str = ""
+    train_provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
+    serve_provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
+    policy: dict[str, Any] = dataclasses.field(default_factory=dict)
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
+
+    def __bool__(self) -> bool:
+        return self.verdict != "FAIL"
+
+    def passed(self, strict: bool = False) -> bool:
+        return self.verdict == "PASS" if strict else self.verdict != "FAIL"
+
+    def codes(self, min_severity: str = "info") -> list[str]:
+        """Codes of the findings at or above ``min_severity``, most severe first."""
+        floor = SEVERITY_RANK[min_severity]
+        return [f.code for f in self.findings if SEVERITY_RANK[f.severity] >= floor]
+
+    def finding(self, code: str) -> Finding | None:
+        return next((f for f in self.findings if f.code == code), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(dataclasses.asdict(self))
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "CompareResult":
+        return _build(cls, raw)
+
+    @classmethod
+    def from_json(cls, text: str) -> "CompareResult":
+        return cls.from_dict(json.loads(text))
+
+
+# -- (de)serialisation ---------------------------------------------------------------------------
+
+def _jsonable(value: Any) -> Any:
+    """Non-finite floats become the strings "inf" / "-inf" / "nan" so the JSON stays strict."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # a numpy scalar that slipped into evidence
+        return _jsonable(value.item())
+    return value
+
+
+_NESTED = {
+    (CompareResult, "findings"): Finding,
+    (CompareResult, "streams"): StreamComparison,
+    (CompareResult, "mappings"): MappingSearch,
+    (CompareResult, "tokens"): TokenCheck,
+    (StreamComparison, "slices"): SliceMetrics,
+    (SliceMetrics, "train_health"): RowHealth,
+    (SliceMetrics, "serve_health"): RowHealth,
+    (SliceMetrics, "positions"): PositionBucket,
+    (MappingSearch, "candidates"): Candidate,
+    (MappingSearch, "matches"): SliceMatch,
+    (TokenCheck, "issues"): TokenIssue,
+}
+
+
+def _build(cls, raw: dict[str, Any]):
+    """Rebuild a dataclass tree from ``to_dict`` output; unknown keys (newer writers) are ignored."""
+    kwargs = {}
+    for field in dataclasses.fields(cls):
+        if field.name not in raw:
+            continue
+        value = raw[field.name]
+        nested = _NESTED.get((cls, field.name))
+        if nested is not None:
+            value = [_build(nested, v) for v in value] if isinstance(value, list) else _build(nested, value)
+        elif field.type == "float":
+            value = float(value)
+        elif field.name in ("cosine", "norm_ratio") and isinstance(value, list):
+            value = [[float(x) for x in row] for row in value]
+        kwargs[field.name] = value
+    return cls(**kwargs)
