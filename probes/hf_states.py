@@ -35,12 +35,27 @@ def final_norm_module(model) -> torch.nn.Module:
 
 
 @torch.inference_mode()
-def forward_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> ForwardStates:
-    """Run ``model`` once and return all N+1 HF states plus the pre-norm final state."""
+def forward_states(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: torch.Tensor | None = None,
+) -> ForwardStates:
+    """Run ``model`` once and return all N+1 HF states plus the pre-norm final state.
+
+    ``position_ids`` matter for left padding: transformers numbers positions from the first
+    column, pad or not, so a left-padded sample needs its positions counted from its first token.
+    """
     captured: dict[str, torch.Tensor] = {}
     hook = final_norm_module(model).register_forward_hook(lambda _m, inp, _out: captured.setdefault("pre", inp[0]))
     try:
-        out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, use_cache=False)
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            output_hidden_states=True,
+            use_cache=False,
+        )
     finally:
         hook.remove()
     return ForwardStates(hf=list(out.hidden_states), final_prenorm=captured["pre"])

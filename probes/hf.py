@@ -1,0 +1,297 @@
+"""The training-extractor probe: capture hidden states with transformers, as an extractor would.
+
+A dump from :func:`capture_hf` holds four streams (the contract in ../prompts/contract.md):
+
+    layers         role layers         the selected HF indices (default all N+1), HF[N] post-norm
+    final_prenorm  role layers         HF[N] before the final norm (what vLLM / speculators store)
+    eagle3_aux     role drafter_input  the aux concat an EAGLE-3 drafter trains on, default HF[2, N//2, N-3]
+    final          role final          HF[N] post-norm (what SpecForge stores as ``hidden_state``)
+
+Prompts are batched with padding; every sample's states are cut out of its own row at its own
+positions, so no pad position ever reaches the dump (tests check a padded batch against each
+sample run alone). Conventions read from transformers 5.24 (see probes/hf_states.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from alignprobe.conventions import eagle3_hf_indices
+from alignprobe.dump import DumpWriter, Provenance, StreamClaim
+from alignprobe.dump.encoding import TORCH_DTYPE, dtype_name
+from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL, ROLE_LAYERS
+from alignprobe.dump.writer import DEFAULT_SHARD_TOKENS
+from alignprobe.errors import BadInput
+from alignprobe.probes.hf_states import forward_states
+from alignprobe.probes.prompts import Prompt
+
+ENGINE = "transformers"
+PADDING_SIDES = ("right", "left")
+DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelShape:
+    num_layers: int  # N
+    hidden_size: int  # H
+    vocab_size: int
+
+
+def model_shape(model) -> ModelShape:
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return ModelShape(int(config.num_hidden_layers), int(config.hidden_size), int(config.vocab_size))
+
+
+def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """``"bf16"``, ``"bfloat16"`` or ``torch.bfloat16`` -> ``torch.bfloat16``; None stays None."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    name = DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
+    if name not in TORCH_DTYPE:
+        raise BadInput(f"dtype {dtype!r} is not one of bf16, fp16, fp32")
+    return TORCH_DTYPE[name]
+
+
+def resolve_layers(layers: str | Sequence[int] | None, num_layers: int, what: str = "layers") -> tuple[int, ...]:
+    """``None``/``"all"`` -> 0..N, ``"eagle3"`` -> (2, N//2, N-3), or a list of HF indices, checked."""
+    if layers is None or (isinstance(layers, str) and layers.lower() == "all"):
+        return tuple(range(num_layers + 1))
+    if isinstance(layers, str) and layers.lower() == "eagle3":
+        return eagle3_hf_indices(num_layers)
+    if isinstance(layers, str):
+        raise BadInput(f"{what}: {layers!r} is not 'all', 'eagle3' or a list of HF indices")
+    indices = tuple(int(i) for i in layers)
+    if not indices:
+        raise BadInput(f"{what}: choose at least one HF index")
+    bad = [i for i in indices if not 0 <= i <= num_layers]
+    if bad:
+        raise BadInput(f"{what}: HF indices {bad} are outside 0..{num_layers} (the model has {num_layers} layers)")
+    if len(set(indices)) != len(indices):
+        raise BadInput(f"{what}: HF indices {list(indices)} repeat an index")
+    return indices
+
+
+def stream_claims(shape: ModelShape, layers: tuple[int, ...], aux: tuple[int, ...], dtype: str) -> dict[str, StreamClaim]:
+    n, h = shape.num_layers, shape.hidden_size
+    return {
+        "layers": StreamClaim(layers, h, n, dtype, FINAL_NORM_POST, ROLE_LAYERS, "transformers output_hidden_states"),
+        "final_prenorm": StreamClaim(
+            (n,), h, n, dtype, FINAL_NORM_PRE, ROLE_LAYERS, "input of the final norm (forward hook)"
+        ),
+        "eagle3_aux": StreamClaim(
+            aux, h, n, dtype, FINAL_NORM_POST, ROLE_DRAFTER_INPUT, "EAGLE-3 training view: concat of the aux HF indices"
+        ),
+        "final": StreamClaim((n,), h, n, dtype, FINAL_NORM_POST, ROLE_FINAL, "HF[N], output of the final norm"),
+    }
+
+
+def capture_hf(
+    model,
+    prompts: Sequence[Prompt],
+    out_path: str | os.PathLike,
+    *,
+    layers: str | Sequence[int] | None = None,
+    aux_layers: Sequence[int] | None = None,
+    batch_size: int = 8,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    provenance: Provenance | Mapping[str, Any] | None = None,
+    padding_side: str = "right",
+    shard_tokens: int = DEFAULT_SHARD_TOKENS,
+) -> str:
+    """Capture ``prompts`` through ``model`` into the dump ``out_path``; returns its path.
+
+    ``layers``: ``"all"`` (default), ``"eagle3"`` or HF indices. ``aux_layers``: the HF indices of
+    the EAGLE-3 training view (default ``eagle3_hf_indices(N)``). ``resume`` continues an
+    interrupted capture, skipping samples already written. ``provenance``: a Provenance to start
+    from, or a dict of Provenance fields (its ``capture`` dict is merged into ours).
+    ``shard_tokens``: tokens buffered between writes, the most an abrupt kill can lose.
+    """
+    if padding_side not in PADDING_SIDES:
+        raise BadInput(f"padding side {padding_side!r} is not one of {PADDING_SIDES}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise BadInput(f"batch size must be a positive integer, got {batch_size!r}")
+    torch_dtype = parse_dtype(dtype)
+    if device is not None or torch_dtype is not None:
+        model = model.to(device=device, dtype=torch_dtype)
+    model.eval()
+    shape = model_shape(model)
+    selected = resolve_layers(layers, shape.num_layers)
+    aux = resolve_layers(aux_layers if aux_layers is not None else "eagle3", shape.num_layers, "aux layers")
+    prompts = _checked(prompts, shape)
+    stored_dtype = dtype_name(next(model.parameters()))
+    streams = stream_claims(shape, selected, aux, stored_dtype)
+    record = _provenance(model, provenance, selected, aux, batch_size, padding_side, stored_dtype)
+    model_device = next(model.parameters()).device
+
+    with DumpWriter(out_path, record, streams, resume=resume, overwrite=overwrite, shard_tokens=shard_tokens) as writer:
+        todo = [p for p in prompts if p.sample_id not in writer.done_ids]
+        bar = _progress_bar(len(prompts), len(prompts) - len(todo), progress)
+        try:
+            for start in range(0, len(todo), batch_size):
+                batch = todo[start : start + batch_size]
+                input_ids, attention_mask, position_ids, spans = pad_batch(
+                    [p.token_ids for p in batch], padding_side, model_device, _pad_id(model)
+                )
+                states = batch_streams(forward_states(model, input_ids, attention_mask, position_ids), selected, aux)
+                states = to_host(states)
+                for row, (prompt, (first, stop)) in enumerate(zip(batch, spans)):
+                    writer.add(prompt.sample_id, prompt.token_ids, {n: s[row, first:stop] for n, s in states.items()})
+                bar.update(len(batch))
+        finally:
+            bar.close()
+    return os.fspath(out_path)
+
+
+def pad_batch(token_lists: Sequence[Sequence[int]], padding_side: str, device, pad_id: int = 0):
+    """Pad token lists into one batch: ``(input_ids, attention_mask, position_ids, spans)``.
+
+    ``spans[i] = (first, stop)`` are the columns of row i that hold sample i's own tokens.
+    Positions count from each sample's first token, so a left-padded sample sees the positions
+    it would see alone.
+    """
+    width = max(len(t) for t in token_lists)
+    input_ids = torch.full((len(token_lists), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(token_lists), width), dtype=torch.long)
+    position_ids = torch.zeros((len(token_lists), width), dtype=torch.long)
+    spans = []
+    for row, tokens in enumerate(token_lists):
+        first = width - len(tokens) if padding_side == "left" else 0
+        stop = first + len(tokens)
+        input_ids[row, first:stop] = torch.as_tensor(tokens, dtype=torch.long)
+        attention_mask[row, first:stop] = 1
+        position_ids[row, first:stop] = torch.arange(len(tokens))
+        spans.append((first, stop))
+    return input_ids.to(device), attention_mask.to(device), position_ids.to(device), spans
+
+
+def batch_streams(fs, selected: tuple[int, ...], aux: tuple[int, ...]) -> dict[str, torch.Tensor]:
+    """The four streams of a batch, ``[batch, seq, width]`` each, still on the model's device."""
+    return {
+        "layers": torch.cat([fs.hf[k] for k in selected], dim=-1),
+        "final_prenorm": fs.final_prenorm,
+        "eagle3_aux": torch.cat([fs.hf[k] for k in aux], dim=-1),
+        "final": fs.hf[fs.num_layers],
+    }
+
+
+def to_host(states: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The one device-to-host copy of a batch's states (the place to plug an asynchronous offload)."""
+    return {name: s.to("cpu") for name, s in states.items()}
+
+
+def load_hf_model(path: str | os.PathLike, dtype: str | torch.dtype | None = "bf16", device: str | None = None):
+    """Load a local transformers model directory: ``(model, tokenizer or None)``, in eval mode."""
+    path = os.fspath(path)
+    transformers = _import_transformers()
+    if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, "config.json")):
+        raise BadInput(f"{path}: not a local model directory (no config.json); give the folder of a saved model")
+    torch_dtype = parse_dtype(dtype)
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise BadInput(f"{path}: transformers cannot load this model ({_one_line(exc)})") from None
+    if device is not None:
+        try:
+            model = model.to(device)
+        except (RuntimeError, AssertionError) as exc:
+            raise BadInput(f"cannot move the model to {device!r} ({_one_line(exc)})") from None
+    tokenizer = None
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # prompts given as input_ids need no tokenizer; text and chat prompts will say so
+    return model.eval(), tokenizer
+
+
+# -- plumbing ------------------------------------------------------------------------------------
+
+
+def _checked(prompts: Sequence[Prompt], shape: ModelShape) -> list[Prompt]:
+    prompts = list(prompts)
+    if not prompts:
+        raise BadInput("no prompts to capture")
+    seen: set[str] = set()
+    for p in prompts:
+        if p.sample_id in seen:
+            raise BadInput(f"sample id {p.sample_id!r} appears twice among the prompts; ids must be unique")
+        seen.add(p.sample_id)
+        if not p.token_ids:
+            raise BadInput(f"prompt {p.sample_id!r} has no tokens")
+        top = max(p.token_ids)
+        if top >= shape.vocab_size or min(p.token_ids) < 0:
+            raise BadInput(
+                f"prompt {p.sample_id!r} has token id {top}, outside the model's vocabulary of {shape.vocab_size}: "
+                "were the prompts tokenized for another model?"
+            )
+    return prompts
+
+
+def _pad_id(model) -> int:
+    # Any id in the vocabulary works: padded positions are masked and never written.
+    pad = getattr(model.config, "pad_token_id", None)
+    return int(pad) if isinstance(pad, int) and pad >= 0 else 0
+
+
+def _provenance(model, given, selected, aux, batch_size, padding_side, stored_dtype) -> Provenance:
+    import transformers
+
+    config = model.config
+    quant = getattr(model, "alignprobe_quantization", None)
+    quantization = quant.label if quant is not None else ""
+    if not quantization and getattr(config, "quantization_config", None):
+        qc = config.quantization_config
+        quantization = str(qc.get("quant_method", "quantized") if isinstance(qc, dict) else getattr(qc, "quant_method", qc))
+    capture = {
+        "layers": list(selected),
+        "aux_layers": list(aux),
+        "batch_size": batch_size,
+        "padding_side": padding_side,
+        "device": str(next(model.parameters()).device),
+        "architecture": type(model).__name__,
+    }
+    if quant is not None:
+        capture["simulated_quant"] = dataclasses.asdict(quant)
+    fields: dict[str, Any] = {
+        "engine": ENGINE,
+        "engine_version": transformers.__version__,
+        "model": str(getattr(config, "_name_or_path", "") or ""),
+        "model_revision": str(getattr(config, "_commit_hash", "") or ""),
+        "dtype": stored_dtype,
+        "quantization": quantization,
+    }
+    if isinstance(given, Provenance):
+        base = dataclasses.asdict(given)
+        capture.update(base.pop("capture") or {})
+        fields.update({k: v for k, v in base.items() if v})
+    elif given:
+        given = dict(given)
+        capture.update(given.pop("capture", {}) or {})
+        fields.update(given)
+    return Provenance.here(capture=capture, **fields)
+
+
+def _progress_bar(total: int, done: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, disable=not enabled, unit="prompt", desc="capture hf", dynamic_ncols=True)
+
+
+def _import_transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise BadInput("transformers is not installed: pip install 'alignprobe[hf]'") from None
+    return transformers
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
