@@ -1,0 +1,230 @@
+"""Streaming per-slice metrics: feed blocks of aligned rows, read the numbers at the end.
+
+Train is ``a`` (the reference), serve is ``b``. Every reduction runs over whole blocks in numpy
+(products in float32, sums in float64); memory is bounded by the block plus a capped sample of
+per-token cosines kept for the percentiles.
+
+Why several numbers: cosine is blind to scale (a 50x scale error reads as cosine 1.000003 after
+rounding), so the norm ratio ||b||/||a|| and the relative RMS error ||b-a||/||a|| stand beside it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from alignprobe.compare.result import PositionBucket, RowHealth
+
+# Per-token cosines kept for the percentiles: past this, every other kept value is dropped and
+# the sampling stride doubles, so the sample stays evenly spread over the stream (and bounded).
+PERCENTILE_SAMPLE = 1 << 20
+
+
+def position_edges(max_position: int) -> np.ndarray:
+    """Bucket edges 0, 1, 2, 4, 8, ...: position 0 alone (the attention-sink token differs from the
+    rest), then doubling buckets, so drift that grows along the sequence shows as a trend."""
+    edges = [0, 1]
+    while edges[-1] < max_position:
+        edges.append(edges[-1] * 2)
+    return np.asarray(edges, dtype=np.int64)
+
+
+def row_health(x: np.ndarray) -> RowHealth:
+    """NaN / Inf / all-zero / constant row counts of ``x`` ``[rows, width]``."""
+    return _health_counts(x, *_nonfinite_masks(x))
+
+
+def _nonfinite_masks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # A float64 row sum of float32 values cannot overflow, so it is finite exactly when the row is:
+    # one pass finds the suspects, and only they are examined value by value.
+    suspects = ~np.isfinite(x.sum(axis=1, dtype=np.float64))
+    nan = np.zeros(len(x), dtype=bool)
+    inf = np.zeros(len(x), dtype=bool)
+    if suspects.any():
+        rows = x[suspects]
+        has_nan = np.isnan(rows).any(axis=1)
+        nan[suspects] = has_nan
+        inf[suspects] = ~has_nan & np.isinf(rows).any(axis=1)
+    return nan, inf
+
+
+def _health_counts(x: np.ndarray, nan: np.ndarray, inf: np.ndarray) -> RowHealth:
+    finite = ~(nan | inf)
+    xf = x[finite] if not finite.all() else x
+    if len(xf):
+        top, bottom = xf.max(axis=1), xf.min(axis=1)
+        zero = int(np.count_nonzero((top == 0) & (bottom == 0)))
+        constant = int(np.count_nonzero(top == bottom)) - zero
+    else:
+        zero = constant = 0
+    return RowHealth(len(x), int(nan.sum()), int(inf.sum()), zero, constant)
+
+
+def _add_health(total: RowHealth, part: RowHealth) -> None:
+    total.rows += part.rows
+    total.nan_rows += part.nan_rows
+    total.inf_rows += part.inf_rows
+    total.zero_rows += part.zero_rows
+    total.constant_rows += part.constant_rows
+
+
+def token_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: ||a||^2, ||b||^2, ||a-b||^2 in float64 (products in float32, sums in float64)."""
+    aa = np.einsum("ij,ij->i", a, a, dtype=np.float64)
+    bb = np.einsum("ij,ij->i", b, b, dtype=np.float64)
+    d = a - b
+    dd = np.einsum("ij,ij->i", d, d, dtype=np.float64)
+    return aa, bb, dd
+
+
+def token_cosine(aa: np.ndarray, bb: np.ndarray, dd: np.ndarray) -> np.ndarray:
+    """Per-row cosine from the three squared norms.
+
+    ``1 - cos = (||a-b||^2 - (||a||-||b||)^2) / (2 ||a|| ||b||)`` keeps its precision near 1, where
+    ``dot / (|a||b|)`` loses it. Two zero rows are identical (cosine 1); one zero row has cosine 0.
+    """
+    na, nb = np.sqrt(aa), np.sqrt(bb)
+    denom = 2.0 * na * nb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cos = 1.0 - (dd - (na - nb) ** 2) / denom
+    cos = np.where(denom > 0, cos, np.where((aa == 0) & (bb == 0), 1.0, 0.0))
+    return np.clip(cos, -1.0, 1.0)
+
+
+class SliceAccumulator:
+    """Running metrics of one (train slice, serve slice) pair over blocks of aligned rows."""
+
+    def __init__(self, max_position: int, percentile_sample: int = PERCENTILE_SAMPLE):
+        self.edges = position_edges(max_position)
+        nb = len(self.edges)
+        self.bucket_tokens = np.zeros(nb, dtype=np.int64)
+        self.bucket_cos = np.zeros(nb)
+        self.bucket_aa = np.zeros(nb)
+        self.bucket_bb = np.zeros(nb)
+        self.bucket_dd = np.zeros(nb)
+        self.tokens = 0
+        self.sum_aa = self.sum_bb = self.sum_dd = self.sum_cos = 0.0
+        self.cos_min = math.inf
+        self.max_abs = 0.0
+        self.excluded = 0
+        self.train_health = RowHealth()
+        self.serve_health = RowHealth()
+        self._sample: list[np.ndarray] = []
+        self._sample_len = 0
+        self._stride = 1
+        self._seen = 0  # finite rows offered to the percentile sample so far
+        self._cap = percentile_sample
+
+    def update(self, a: np.ndarray, b: np.ndarray, positions: np.ndarray) -> None:
+        """Add rows ``a`` (train) and ``b`` (serve), ``[n, H]`` float32, at sample ``positions`` ``[n]``."""
+        nan_a, inf_a = _nonfinite_masks(a)
+        nan_b, inf_b = _nonfinite_masks(b)
+        _add_health(self.train_health, _health_counts(a, nan_a, inf_a))
+        _add_health(self.serve_health, _health_counts(b, nan_b, inf_b))
+        keep = ~(nan_a | inf_a | nan_b | inf_b)
+        if not keep.all():
+            self.excluded += int(len(keep) - keep.sum())
+            a, b, positions = a[keep], b[keep], positions[keep]
+        if not len(a):
+            return
+        aa, bb, dd = token_terms(a, b)
+        cos = token_cosine(aa, bb, dd)
+        self.tokens += len(a)
+        self.sum_aa += float(aa.sum())
+        self.sum_bb += float(bb.sum())
+        self.sum_dd += float(dd.sum())
+        self.sum_cos += float(cos.sum())
+        self.cos_min = min(self.cos_min, float(cos.min()))
+        self.max_abs = max(self.max_abs, float(np.abs(a - b).max()))
+        bucket = np.searchsorted(self.edges, positions, side="right") - 1
+        nb = len(self.edges)
+        self.bucket_tokens += np.bincount(bucket, minlength=nb)
+        self.bucket_cos += np.bincount(bucket, weights=cos, minlength=nb)
+        self.bucket_aa += np.bincount(bucket, weights=aa, minlength=nb)
+        self.bucket_bb += np.bincount(bucket, weights=bb, minlength=nb)
+        self.bucket_dd += np.bincount(bucket, weights=dd, minlength=nb)
+        self._keep_sample(cos)
+
+    def _keep_sample(self, cos: np.ndarray) -> None:
+        first = (-self._seen) % self._stride  # the next kept row continues the global stride
+        self._seen += len(cos)
+        kept = cos[first :: self._stride].astype(np.float32)
+        self._sample.append(kept)
+        self._sample_len += len(kept)
+        if self._sample_len > self._cap:
+            whole = np.concatenate(self._sample)[::2]
+            self._sample, self._sample_len = [whole], len(whole)
+            self._stride *= 2
+
+    # -- results ---------------------------------------------------------------------------------
+
+    @property
+    def rel_rms(self) -> float:
+        return _ratio_sqrt(self.sum_dd, self.sum_aa)
+
+    @property
+    def norm_ratio(self) -> float:
+        return _ratio_sqrt(self.sum_bb, self.sum_aa)
+
+    @property
+    def sqnr_db(self) -> float:
+        if self.sum_dd == 0:
+            return math.inf if self.sum_aa > 0 else math.nan
+        if self.sum_aa == 0:
+            return -math.inf
+        return 10.0 * math.log10(self.sum_aa / self.sum_dd)
+
+    @property
+    def cosine_mean(self) -> float:
+        return self.sum_cos / self.tokens if self.tokens else math.nan
+
+    def percentiles(self, qs=(1, 5, 50)) -> list[float]:
+        if not self._sample_len:
+            return [math.nan] * len(qs)
+        values = np.concatenate(self._sample).astype(np.float64)
+        return [float(v) for v in np.percentile(values, qs)]
+
+    def buckets(self) -> list[PositionBucket]:
+        out = []
+        for i, n in enumerate(self.bucket_tokens):
+            if not n:
+                continue
+            stop = int(self.edges[i + 1]) if i + 1 < len(self.edges) else int(self.edges[i]) * 2
+            out.append(
+                PositionBucket(
+                    start=int(self.edges[i]),
+                    stop=stop,
+                    tokens=int(n),
+                    cosine_mean=float(self.bucket_cos[i] / n),
+                    rel_rms=_ratio_sqrt(self.bucket_dd[i], self.bucket_aa[i]),
+                    norm_ratio=_ratio_sqrt(self.bucket_bb[i], self.bucket_aa[i]),
+                )
+            )
+        return out
+
+    def summary(self) -> dict:
+        """The metric fields of :class:`SliceMetrics` (the caller adds the labels)."""
+        p1, p5, p50 = self.percentiles()
+        return dict(
+            tokens=self.tokens,
+            cosine_mean=self.cosine_mean,
+            cosine_p1=p1,
+            cosine_p5=p5,
+            cosine_p50=p50,
+            cosine_min=self.cos_min if self.tokens else math.nan,
+            rel_rms=self.rel_rms,
+            sqnr_db=self.sqnr_db,
+            norm_ratio=self.norm_ratio,
+            max_abs_diff=self.max_abs if self.tokens else math.nan,
+            train_health=self.train_health,
+            serve_health=self.serve_health,
+            positions=self.buckets(),
+            excluded_rows=self.excluded,
+        )
+
+
+def _ratio_sqrt(num: float, den: float) -> float:
+    if den == 0:
+        return 0.0 if num == 0 else math.inf
+    return math.sqrt(num / den)
