@@ -1,8 +1,9 @@
 """How each system numbers the layers it captures, said in HF-index terms.
 
-HF[0] is the embedding output, HF[k] the input of decoder layer k (= output of layer k-1), HF[N] the
-output of the final norm. Each rule below was read from the system's public source; the version is
-recorded with the rule, and must be re-checked when a system changes (see ../shared/CONVENTIONS.md).
+HF[0] is the embedding output, HF[k] the input of decoder layer k (= output of layer k-1, which
+engines that keep the residual apart compute as ``hidden_states + residual``), HF[N] the output of
+the final norm. Each rule below was read from the system's public source; :data:`SOURCES` names the
+file and the commit or date read, and must be re-checked when a system changes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,55 @@ from typing import Sequence
 
 from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE
 from alignprobe.errors import BadInput
+
+# Where each rule was read (file, commit or date). Tests in tests/test_conventions.py restate the
+# worked examples from these files.
+SOURCES = {
+    "sglang": (
+        "sgl-project/sglang python/sglang/srt/models/llama.py (commit bf7a0e23 and 2026 main): "
+        "set_eagle3_layers_to_capture sets layers_to_capture = [k + 1 for explicit ids], "
+        "[2, N//2, N-3] when no ids are given; LlamaModel.forward appends hidden_states + residual "
+        "BEFORE layer i for i in layers_to_capture, and returns norm(hidden_states) as the last state"
+    ),
+    "sglang_deepseek": (
+        "sgl-project/sglang python/sglang/srt/models/deepseek_v2.py: commit 3e4a39ee (late 2025) adds +1 "
+        "to every explicit id; PR #25454 (merged 2026-05-18, sha f5049709b323, only deepseek_v2.py "
+        "changed) applies the +1 only when the first id is 1"
+    ),
+    "sglang_aux_switch": (
+        "sgl-project/sglang python/sglang/srt/model_executor/model_runner.py: aux capture is set up only "
+        "when spec_algorithm.is_eagle3() (and for DFLASH/DSPARK), with the ids from the draft config's "
+        "eagle_config.eagle_aux_hidden_state_layer_ids (None -> the model's default); "
+        "layers/logits_processor.py concatenates the aux states along the last dim under "
+        "CaptureHiddenMode.FULL, else stores the final (post-norm) hidden state"
+    ),
+    "specforge": (
+        "sgl-project/SpecForge specforge/algorithms/model_providers.py resolve_eagle_capture_layers "
+        "(commit a6b6b023, 2026-08-08): default [1, N//2-1, N-4]; captured through SGLang's "
+        "set_eagle3_layers_to_capture (offline_capture/sglang_backend/capture.py), so id k = HF[k+1]"
+    ),
+    "vllm": (
+        "vllm-project/vllm vllm/model_executor/models/interfaces.py EagleModelMixin._maybe_add_hidden_state "
+        "(hidden_states + residual) called with id 0 before the layers and id idx+1 after layer idx "
+        "(llama/qwen2/deepseek_v2 after PR #46973, 2026-06-28): id k = HF[k], id N = last layer output "
+        "before the final norm; default ids (2, N//2, N-3)"
+    ),
+    "vllm_extract": (
+        "vllm-project/vllm vllm/model_executor/models/extract_hidden_states.py (commit 055e47c2) and "
+        "vllm/distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py (commit 015a95c8): "
+        "{shared_storage_path}/{req_id}.safetensors with hidden_states [S, len(ids), H] in the KV-cache "
+        "dtype (model dtype) and token_ids [S] (prompt only unless include_output_tokens); "
+        "kv_transfer_params['hidden_states_path'] in the response"
+    ),
+    "speculators": (
+        "vllm-project/speculators scripts/launch_vllm.py (commit c05b95b3, 2026-08-20): ids "
+        "[2, N//2, N-3] plus N (--include-last-layer, default on), passed to vLLM extract_hidden_states"
+    ),
+    "eagle3": (
+        "SafeAILab/EAGLE eagle/model/modeling_llama_kv.py: appends hidden_states BEFORE layer idx for "
+        "idx in (2, N//2, N-3), i.e. HF[2], HF[N//2], HF[N-3]"
+    ),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +94,9 @@ def default_layer_ids(system: str, num_layers: int) -> tuple[int, ...]:
     return defaults[_known(system)]
 
 
+DEEPSEEK_ARCHS = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25")
+
+
 def map_layer_ids(
     system: str,
     layer_ids: Sequence[int] | None,
@@ -51,42 +104,66 @@ def map_layer_ids(
     *,
     arch: str = "llama",
     explicit: bool = True,
+    sglang_first_id_rule: bool = True,
 ) -> LayerMapping:
     """The HF indices that ``layer_ids``, as configured in ``system``, capture.
 
     ``explicit`` says the ids were set by hand (SGLang adds +1 to those, not to its defaults);
-    ``arch`` is the model family for rules that differ by model file (SGLang's deepseek_v2).
+    ``arch`` is the model family for rules that differ by model file (SGLang's deepseek_v2, which
+    Kimi-K2.x and DeepSeek-V3 run on). ``sglang_first_id_rule=False`` describes SGLang servers from
+    before PR #25454 (2026-05-18), whose deepseek_v2 added +1 to every explicit id.
     """
     system = _known(system)
     n = num_layers
     if layer_ids is None:
         layer_ids, explicit = default_layer_ids(system, n), False
     ids = tuple(int(i) for i in layer_ids)
+    if not ids:
+        raise BadInput("no layer ids given: name at least one")
     bad = [i for i in ids if not 0 <= i <= n]
     if bad:
         raise BadInput(f"layer ids {bad} are outside 0..{n} for a model of {n} layers")
 
     if system == "sglang":
-        deepseek = arch in ("deepseek_v2", "deepseek_v3", "kimi_k2")
-        if explicit and (not deepseek or ids[0] == 1):
-            rule = "SGLang 0.5.23: explicit ids k capture the output of layer k = HF[k+1]"
-            if deepseek:
-                rule = "SGLang 0.5.23 deepseek_v2: first id is 1, so every id k captures HF[k+1]"
-            return LayerMapping(system, ids, tuple(min(i + 1, n) for i in ids), FINAL_NORM_POST, rule)
-        rule = "SGLang 0.5.23: default ids capture HF[k] (no offset)"
-        if explicit:
-            rule = "SGLang 0.5.23 deepseek_v2: first id is not 1, so ids capture HF[k] (no offset)"
-        return LayerMapping(system, ids, ids, FINAL_NORM_POST, rule)
+        return _sglang(ids, n, arch, explicit, sglang_first_id_rule)
     if system == "specforge":
-        rule = "SpecForge 2026-08: id k is the output of layer k = HF[k+1] (read by SGLang with +1)"
-        return LayerMapping(system, ids, tuple(min(i + 1, n) for i in ids), FINAL_NORM_POST, rule)
+        hf = _capturable_by_sglang(ids, tuple(i + 1 for i in ids), n, "SpecForge")
+        rule = "SpecForge 2026-08: id k is the output of layer k = HF[k+1] (captured through SGLang with +1)"
+        return LayerMapping(system, ids, hf, FINAL_NORM_POST, rule)
     if system in ("vllm", "speculators"):
-        rule = f"{'speculators (vLLM extract_hidden_states)' if system == 'speculators' else 'vLLM 0.33.0'}: " \
-            "id k is the input of layer k = HF[k], no offset; id N is the pre-norm final state"
+        who = "speculators (vLLM extract_hidden_states)" if system == "speculators" else "vLLM 2026-06+"
+        rule = f"{who}: id k is the input of layer k = HF[k], no offset; id N is the last layer's output before the norm"
         return LayerMapping(system, ids, ids, FINAL_NORM_PRE, rule)
     if system == "eagle3":
         return LayerMapping(system, ids, ids, FINAL_NORM_POST, "EAGLE-3 reference: id k is the input of layer k = HF[k]")
     return LayerMapping(system, ids, ids, FINAL_NORM_POST, "HF index as given")
+
+
+def _sglang(ids: tuple[int, ...], n: int, arch: str, explicit: bool, first_id_rule: bool) -> LayerMapping:
+    deepseek = arch.lower() in DEEPSEEK_ARCHS
+    if not explicit:
+        hf, rule = ids, "SGLang: default ids [2, N//2, N-3] go straight into layers_to_capture: HF[k], no offset"
+    elif deepseek and first_id_rule and ids[0] != 1:
+        hf, rule = ids, "SGLang deepseek_v2 (PR #25454, 2026-05): first id is not 1, so ids capture HF[k], no offset"
+    elif deepseek and first_id_rule:
+        hf = tuple(i + 1 for i in ids)
+        rule = "SGLang deepseek_v2 (PR #25454, 2026-05): first id is 1, so every id k captures HF[k+1]"
+    else:
+        hf = tuple(i + 1 for i in ids)
+        rule = "SGLang: explicit ids k capture the input of layer k+1 = HF[k+1] (set_eagle3_layers_to_capture)"
+    return LayerMapping("sglang", ids, _capturable_by_sglang(ids, hf, n, "SGLang"), FINAL_NORM_POST, rule)
+
+
+def _capturable_by_sglang(ids, hf: tuple[int, ...], n: int, who: str) -> tuple[int, ...]:
+    # SGLang appends hidden_states + residual before layer i for i in 0..N-1; before layer 0 the
+    # residual does not exist yet, so HF[1]..HF[N-1] are the only states it can capture.
+    bad = [k for k, h in zip(ids, hf) if not 1 <= h <= n - 1]
+    if bad:
+        raise BadInput(
+            f"{who} layer ids {bad} map to HF indices outside 1..{n - 1}, which SGLang never captures "
+            "(it takes the input of a decoder layer): the drafter would get fewer aux states than it expects"
+        )
+    return hf
 
 
 def shift_explanations(shift: int) -> list[str]:
@@ -101,8 +178,8 @@ def shift_explanations(shift: int) -> list[str]:
         return [
             "vLLM reads layer ids as HF[k] with no offset: ids written for SGLang/SpecForge (output of "
             "layer k = HF[k+1]) land one layer shallower",
-            "SGLang's deepseek_v2 applies +1 only when the first id is 1: a drafter config whose first id "
-            "is not 1 is read without the offset",
+            "SGLang's deepseek_v2 (since PR #25454, 2026-05) applies +1 only when the first id is 1: a drafter "
+            "config whose first id is not 1 is read without the offset",
         ]
     return []
 
