@@ -47,7 +47,13 @@ def forward_states(
     column, pad or not, so a left-padded sample needs its positions counted from its first token.
     """
     captured: dict[str, torch.Tensor] = {}
-    hook = final_norm_module(model).register_forward_hook(lambda _m, inp, _out: captured.setdefault("pre", inp[0]))
+
+    def keep_norm_input(_module, inputs, _output) -> None:
+        # Must return None: a forward hook's return value replaces the module's output, and
+        # returning the input would silently skip the final norm (HF[N] and the logits).
+        captured.setdefault("pre", inputs[0])
+
+    hook = final_norm_module(model).register_forward_hook(keep_norm_input)
     try:
         out = model(
             input_ids=input_ids,
