@@ -50,9 +50,10 @@ def cli() -> None:
 
 
 def _register() -> None:
+    from alignprobe.cli.report import report
     from alignprobe.cli.inspect import inspect
 
-    for command in (inspect,):
+    for command in (inspect, report):
         cli.add_command(command)
 
 

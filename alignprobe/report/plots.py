@@ -37,7 +37,7 @@ def layer_metrics_figure(
         color, style = _COSINE_STYLE.get(name, (None, "-"))
         ax_cos.plot(x, _floats(values), style, color=color, marker="o", ms=3, label=name)
     ax_cos.set_ylabel("per-token cosine")
-    ax_cos.legend(loc="lower left", fontsize=8, ncol=len(cosine))
+    ax_cos.legend(loc="best", fontsize=8, ncol=len(cosine))
     ax_cos.grid(alpha=0.3)
 
     rms = _floats(rel_rms)
@@ -63,12 +63,13 @@ def similarity_figure(
     train_labels: Sequence[str],
     serve_labels: Sequence[str],
     chosen: Sequence[int | None],
-    claimed: Sequence[int | None] | None = None,
+    marked: Sequence[int | None] | None = None,
+    marked_label: str = "claimed",
 ) -> Figure:
     """Mean cosine of every train HF index (rows) against every serve slice (columns).
 
-    ``chosen[j]`` is the row the comparer matched to serve slice ``j`` (boxed); ``claimed[j]`` the
-    row the serve dump said slice ``j`` was (crossed), so an offset reads as a box beside a cross.
+    ``chosen[j]`` is the row the comparer matched to serve slice ``j`` (boxed); ``marked[j]`` the
+    row it should have been, or was claimed to be (crossed), so an offset reads as a box beside a cross.
     """
     m = np.asarray(matrix, dtype=float)
     rows, cols = m.shape
@@ -80,7 +81,7 @@ def similarity_figure(
         if i is not None:
             ax.add_patch(_box(j, i, "#ff2d2d"))
             ax.text(j, i, f"{m[i, j]:.3f}", ha="center", va="center", fontsize=7, color="white")
-    for j, i in enumerate(claimed or ()):
+    for j, i in enumerate(marked or ()):
         if i is not None:
             ax.plot(j, i, marker="x", ms=12, mew=2, color="#ffd92f", linestyle="none")
     ax.set_xticks(range(cols), list(serve_labels), rotation=20, ha="right")
@@ -89,11 +90,11 @@ def similarity_figure(
     ax.set_ylabel("train HF index")
     handles = [_box(0, 0, "#ff2d2d")]
     labels = ["best match (chosen mapping)"]
-    if claimed is not None and any(i is not None for i in claimed):
+    if marked is not None and any(i is not None for i in marked):
         from matplotlib.lines import Line2D
 
         handles.append(Line2D([], [], marker="x", ms=9, mew=2, color="#ffd92f", linestyle="none"))
-        labels.append("claimed")
+        labels.append(marked_label)
     ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize=8, frameon=False)
     ax.set_title(title)
     return fig

@@ -1,0 +1,27 @@
+"""``alignprobe report RESULT_JSON --out DIR``: re-render a saved comparison."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+
+@click.command()
+@click.argument("result_json", type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Folder for report.html and summary.md (default: the folder of RESULT_JSON).")
+def report(result_json: str, out_dir: str | None) -> None:
+    """Render report.html and summary.md from a result.json written by `alignprobe compare`."""
+    from alignprobe.report.load import load_result
+    from alignprobe.report.writer import write_report
+
+    result = load_result(result_json)
+    out_dir = out_dir or os.path.dirname(os.path.abspath(result_json))
+    target = os.path.join(out_dir, "result.json")
+    # Never rewrite the file we were given; elsewhere, the folder gets the full set.
+    same_file = os.path.exists(target) and os.path.samefile(target, result_json)
+    files = write_report(result, out_dir, write_json=not same_file)
+    click.echo(f"{result.verdict}: report {files.html}, summary {files.markdown}")
+    for note in files.notes:
+        click.echo(f"  note: {note}")

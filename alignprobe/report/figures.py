@@ -1,0 +1,159 @@
+"""Figures of a CompareResult: pick the numbers out of the result and hand them to plots.py.
+
+Streams are named by their serve-side name (``hidden_states``) or train-side name (``eagle3_aux``);
+left out, the drafter input (the stream the verdict is about) is drawn.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from alignprobe.compare.result import CompareResult, MappingSearch, StreamComparison
+from alignprobe.errors import BadInput
+from alignprobe.report import plots
+
+DRAFTER_INPUT = "drafter_input"
+
+
+def pick_stream(result: CompareResult, stream: str | None = None) -> StreamComparison:
+    """The compared stream pair named ``stream`` (serve or train name); default the drafter input."""
+    if not result.streams:
+        raise BadInput("the result compared no streams: there is nothing to plot")
+    if stream is None:
+        return next((s for s in result.streams if s.role == DRAFTER_INPUT), result.streams[0])
+    for s in result.streams:
+        if stream in (s.serve_stream, s.train_stream):
+            return s
+    names = ", ".join(f"{s.serve_stream} (vs {s.train_stream})" for s in result.streams)
+    raise BadInput(f"no compared stream named {stream!r}: the result has {names}")
+
+
+def pick_mapping(result: CompareResult, stream: str | None = None) -> MappingSearch:
+    """The mapping search of serve stream ``stream``; default the drafter input's."""
+    if not result.mappings:
+        raise BadInput("the result holds no mapping search (it ran with the mapping search off): nothing to plot")
+    if stream is None:
+        return next((m for m in result.mappings if m.role == DRAFTER_INPUT), result.mappings[0])
+    for m in result.mappings:
+        if m.serve_stream == stream:
+            return m
+    names = ", ".join(m.serve_stream for m in result.mappings)
+    raise BadInput(f"no mapping search for serve stream {stream!r}: the result has {names}")
+
+
+def layer_metrics(result: CompareResult, stream: str | None = None) -> Figure:
+    pair = pick_stream(result, stream)
+    if not pair.slices:
+        raise BadInput(f"stream {pair.serve_stream!r} has no per-layer metrics (its mapping did not match)")
+    s = pair.slices
+    return plots.layer_metrics_figure(
+        f"{_pair_name(pair)}: per HF index ({s[0].tokens} tokens)",
+        [x.label for x in s],
+        {
+            "min": [x.cosine_min for x in s],
+            "p1": [x.cosine_p1 for x in s],
+            "p5": [x.cosine_p5 for x in s],
+            "p50": [x.cosine_p50 for x in s],
+            "mean": [x.cosine_mean for x in s],
+        },
+        [x.rel_rms for x in s],
+        [x.norm_ratio for x in s],
+    )
+
+
+def similarity(result: CompareResult, stream: str | None = None) -> Figure:
+    search = pick_mapping(result, stream)
+    labels = [c.label if _unique_labels(search) else f"{c.stream}:{c.label}" for c in search.candidates]
+    # The reference mark: where training put each slice, or (widths differ) what the serve dump claims.
+    reference = search.expected or search.claimed
+    marked = [labels.index(r) if r in labels else None for r in reference]
+    return plots.similarity_figure(
+        f"{search.serve_stream}: which train HF index is each serve slice? ({search.tokens_sampled} tokens)",
+        np.asarray(search.cosine, dtype=float).T,
+        labels,
+        search.serve_labels,
+        [m.best for m in search.matches],
+        marked,
+        marked_label="what training used" if search.expected else "claimed",
+    )
+
+
+def position_drift(result: CompareResult, stream: str | None = None) -> Figure:
+    pair = pick_stream(result, stream)
+    buckets = pair.slices[0].positions if pair.slices else []
+    if not buckets:
+        raise BadInput(f"stream {pair.serve_stream!r} has no per-position metrics to plot")
+    return plots.position_drift_figure(
+        f"{_pair_name(pair)}: error along the sequence",
+        [f"{b.start}-{b.stop - 1}" for b in buckets],
+        {x.label: [b.rel_rms for b in x.positions] for x in pair.slices},
+        "relative RMS error",
+    )
+
+
+def slice_composition(result: CompareResult, stream: str | None = None) -> Figure:
+    search = pick_mapping(result, stream)
+    pair = next((s for s in result.streams if s.serve_stream == search.serve_stream), None)
+    train_claim = pair.train_claim if pair else _train_claim_for(result, search)
+    train_labels = _claim_labels(train_claim, result.num_layers)
+    return plots.slice_composition_figure(
+        f"{search.serve_stream}: what each slice is (measured on {search.tokens_sampled} tokens)",
+        pair.train_stream if pair else "training",
+        train_labels,
+        search.serve_stream,
+        search.claimed or search.serve_labels,
+        search.measured,
+        [m.score for m in search.matches],
+    )
+
+
+def widths_differ(result: CompareResult, search: MappingSearch) -> bool:
+    """The serve stream has a different number of slices than the train stream it is judged against."""
+    pair = next((s for s in result.streams if s.serve_stream == search.serve_stream), None)
+    train_claim = pair.train_claim if pair else _train_claim_for(result, search)
+    return bool(train_claim) and len(train_claim.get("hf_indices", ())) != len(search.serve_labels)
+
+
+def token_cosine_histogram(result: CompareResult, stream: str | None = None, train=None, serve=None) -> Figure:
+    """Histogram of the per-token cosine of each HF index of a stream; re-reads the two dumps."""
+    from alignprobe.report.token_cosines import token_cosines
+
+    pair = pick_stream(result, stream)
+    if not pair.slices:
+        raise BadInput(f"stream {pair.serve_stream!r} has no compared slices (its mapping did not match)")
+    return cosine_histogram(token_cosines(result, pair, train, serve), f"{_pair_name(pair)}: per-token cosine")
+
+
+def cosine_histogram(series: Mapping[str, np.ndarray], title: str, bins: int = 60) -> Figure:
+    """Histogram of per-token cosines ``{label: cosines}`` on shared bins (see report.token_cosines)."""
+    finite = [v[np.isfinite(v)] for v in series.values()]
+    low = min((float(v.min()) for v in finite if v.size), default=0.0)
+    edges = np.linspace(min(low, 0.999), 1.0, bins + 1)
+    counts = {label: np.histogram(np.clip(v, edges[0], edges[-1]), bins=edges)[0] for label, v in zip(series, finite)}
+    return plots.cosine_histogram_figure(title, {label: (edges, c) for label, c in counts.items()})
+
+
+def _pair_name(pair: StreamComparison) -> str:
+    if pair.serve_stream == pair.train_stream:
+        return pair.serve_stream
+    return f"serve {pair.serve_stream} vs train {pair.train_stream}"
+
+
+def _unique_labels(search: MappingSearch) -> bool:
+    labels = [c.label for c in search.candidates]
+    return len(set(labels)) == len(labels)
+
+
+def _train_claim_for(result: CompareResult, search: MappingSearch) -> dict:
+    same_role = next((s for s in result.streams if s.role == search.role), None)
+    return same_role.train_claim if same_role else {}
+
+
+def _claim_labels(claim: dict, num_layers: int) -> list[str]:
+    from alignprobe.dump.schema import hf_label
+
+    final_norm = claim.get("final_norm", "post")
+    return [hf_label(int(i), int(claim.get("num_layers", num_layers)), final_norm) for i in claim.get("hf_indices", ())]

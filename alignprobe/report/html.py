@@ -1,0 +1,279 @@
+"""One self-contained HTML page per comparison: the verdict, the findings with their fixes, the plots.
+
+Everything the page needs is inside it (CSS inline, plots as base64 PNG): it opens from a CI
+artifact or an e-mail attachment without a network. The fragments (verdict banner, findings, layer
+table) are also what a notebook shows for a result (``CompareResult._repr_html_``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from typing import Any, Iterable
+
+from matplotlib.figure import Figure
+
+from alignprobe.compare.result import SEVERITY_RANK, CompareResult, Finding, MappingSearch, StreamComparison
+
+_BAD_ROW = ' class="ap-bad"'
+_LEFT = ' class="l"'
+SEVERITY_NAMES = {"error": "Errors", "warn": "Warnings", "info": "Notes"}
+
+PAGE_STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1180px;
+       padding: 0 24px 48px; color: #1d1d1f; }
+"""
+
+# The components, also used inside a notebook cell (where the page's body rule must not apply).
+STYLE = """
+.ap-verdict { margin: 16px 0; padding: 14px 20px; border-radius: 8px; color: white; }
+.ap-verdict h1 { margin: 0; font-size: 28px; letter-spacing: 0.04em; }
+.ap-verdict p { margin: 4px 0 0; }
+.ap-verdict code { background: rgba(255, 255, 255, 0.18); color: white; }
+.ap-PASS { background: #1e7d32; } .ap-WARN { background: #b26a00; } .ap-FAIL { background: #b3261e; }
+.ap-finding { border-left: 5px solid #999; background: #f7f7f8; margin: 10px 0; padding: 8px 14px; border-radius: 4px; }
+.ap-finding h3 { margin: 0 0 4px; font-size: 15px; }
+.ap-error { border-color: #b3261e; } .ap-warn { border-color: #b26a00; } .ap-info { border-color: #5f6b7a; }
+.ap-sev { text-transform: uppercase; font-size: 11px; font-weight: 700; padding: 1px 6px; border-radius: 3px;
+          color: white; margin-right: 6px; vertical-align: middle; }
+.ap-sev-error { background: #b3261e; } .ap-sev-warn { background: #b26a00; } .ap-sev-info { background: #5f6b7a; }
+.ap-fix { margin: 6px 0 2px; } .ap-fix b { color: #1e5aa8; }
+table.ap { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
+table.ap th, table.ap td { border: 1px solid #d0d0d5; padding: 3px 8px; text-align: right; }
+table.ap th { background: #eef0f3; } table.ap td.l, table.ap th.l { text-align: left; }
+table.ap tr.ap-bad td { background: #fde8e6; }
+table.ap-evidence td { text-align: left; vertical-align: top; font-family: ui-monospace, monospace; font-size: 12px; }
+figure { margin: 18px 0; } figure img { max-width: 100%; border: 1px solid #e0e0e4; }
+figcaption { color: #555; font-size: 13px; }
+code { background: #eef0f3; padding: 0 3px; border-radius: 3px; }
+.ap-muted { color: #666; }
+"""
+
+
+def render_html(result: CompareResult, figures: Iterable[tuple[str, Figure]] = ()) -> str:
+    """The whole page; ``figures`` are ``(caption, figure)`` pairs, embedded in order."""
+    body = [
+        verdict_banner(result),
+        "<h2>Findings</h2>",
+        findings_html(result.findings),
+        "<h2>Tokens</h2>",
+        tokens_html(result),
+    ]
+    for search in result.mappings:
+        body += [f"<h2>Mapping of <code>{escape(search.serve_stream)}</code></h2>", mapping_table(search)]
+    for pair in result.streams:
+        body += [f"<h2>Per HF index: {_pair_title(pair)}</h2>", layer_table(pair, result.policy)]
+    figures = list(figures)
+    if figures:
+        body.append("<h2>Plots</h2>")
+        body += [figure_html(caption, fig) for caption, fig in figures]
+    body += ["<h2>Provenance and settings</h2>", provenance_html(result)]
+    title = f"alignprobe {result.verdict}: {result.serve_path or 'serve'} vs {result.train_path or 'train'}"
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{escape(title)}</title>"
+        f"<style>{PAGE_STYLE}{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+# -- fragments (shared with the notebook view) -----------------------------------------------------
+
+def verdict_banner(result: CompareResult) -> str:
+    counts = _severity_counts(result.findings)
+    summary = ", ".join(_count(counts[sev], word) for sev, word in _SEVERITY_WORDS.items() if counts.get(sev))
+    t = result.tokens
+    scope = f"{t.compared_samples or t.paired} samples, {t.aligned_tokens} tokens compared"
+    return (
+        f'<div class="ap-verdict ap-{escape(result.verdict)}" data-verdict="{escape(result.verdict)}">'
+        f"<h1>{escape(result.verdict)}</h1>"
+        f"<p>{escape(summary or 'no findings')} &middot; {escape(scope)} &middot; N={result.num_layers} layers, H={result.hidden_size}</p>"
+        f"<p>train <code>{escape(result.train_path)}</code> vs serve <code>{escape(result.serve_path)}</code></p></div>"
+    )
+
+
+def findings_html(findings: list[Finding], with_evidence: bool = True) -> str:
+    if not findings:
+        return '<p class="ap-muted">No findings: every check passed.</p>'
+    parts = []
+    for severity in sorted(SEVERITY_NAMES, key=lambda s: -SEVERITY_RANK[s]):
+        group = [f for f in findings if f.severity == severity]
+        if not group:
+            continue
+        parts.append(f"<h3>{SEVERITY_NAMES[severity]} ({len(group)})</h3>")
+        parts += [finding_html(f, with_evidence) for f in group]
+    return "\n".join(parts)
+
+
+def finding_html(finding: Finding, with_evidence: bool = True) -> str:
+    stream = f' <span class="ap-muted">on <code>{escape(finding.stream)}</code></span>' if finding.stream else ""
+    parts = [
+        f'<div class="ap-finding ap-{escape(finding.severity)}" data-code="{escape(finding.code)}">',
+        f'<h3><span class="ap-sev ap-sev-{escape(finding.severity)}">{escape(finding.severity)}</span>'
+        f"<code>{escape(finding.code)}</code> {escape(finding.title)}{stream}</h3>",
+    ]
+    if with_evidence and finding.evidence:
+        rows = "".join(f'<tr><td class="l">{escape(k)}</td><td class="l">{escape(format_value(v))}</td></tr>' for k, v in finding.evidence.items())
+        parts.append(f'<table class="ap ap-evidence">{rows}</table>')
+    if finding.fix:
+        parts.append(f'<p class="ap-fix"><b>Fix:</b> {escape(finding.fix)}</p>')
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def layer_table(pair: StreamComparison, policy: dict[str, Any] | None = None) -> str:
+    """One row per compared HF index; rows whose worst tokens fall below the policy's p1 floor are shaded."""
+    if not pair.slices:
+        return '<p class="ap-muted">No per-layer numbers: the serve slices are not the train slices they should be (see the mapping above).</p>'
+    floor = _policy_cosine_floor(policy or {})
+    head = ("HF index", "train", "serve", "tokens", "cos mean", "cos p1", "cos p5", "cos min", "rel-RMS", "SQNR dB",
+            "norm ratio", "max |diff|", "bad rows")
+    rows = []
+    for s in pair.slices:
+        bad_rows = s.train_health.nan_rows + s.train_health.inf_rows + s.serve_health.nan_rows + s.serve_health.inf_rows \
+            + s.train_health.zero_rows + s.train_health.constant_rows + s.serve_health.zero_rows + s.serve_health.constant_rows
+        flagged = floor is not None and _finite(s.cosine_p1) and s.cosine_p1 < floor
+        cells = [
+            f'<td class="l">{escape(s.label)}</td>',
+            f'<td class="l">{escape(s.train_stream)}[{s.train_slice}]</td>',
+            f'<td class="l">{escape(s.serve_stream)}[{s.serve_slice}]</td>',
+            f"<td>{s.tokens}</td>",
+            *(f"<td>{format_number(v, 5)}</td>" for v in (s.cosine_mean, s.cosine_p1, s.cosine_p5, s.cosine_min)),
+            f"<td>{format_number(s.rel_rms, 3)}</td>",
+            f"<td>{format_number(s.sqnr_db, 3)}</td>",
+            f"<td>{format_number(s.norm_ratio, 4)}</td>",
+            f"<td>{format_number(s.max_abs_diff, 3)}</td>",
+            f"<td>{bad_rows}</td>",
+        ]
+        rows.append(f"<tr{_BAD_ROW if flagged else ''}>{''.join(cells)}</tr>")
+    header = "".join(f"<th{_LEFT if i < 3 else ''}>{h}</th>" for i, h in enumerate(head))
+    return f'<table class="ap"><tr>{header}</tr>{"".join(rows)}</table>'
+
+
+def mapping_table(search: MappingSearch) -> str:
+    """Per serve slice: what it claims, what training used there, what it measures as, and how clearly."""
+    expected = search.expected or [""] * len(search.matches)
+    rows = []
+    for m, claimed, want in zip(search.matches, search.claimed or search.serve_labels, expected):
+        wrong = bool(want) and m.best_label != want
+        runner = f"{escape(m.runner_up_label)} ({format_number(m.runner_up_score, 4)})" if m.runner_up >= 0 else "-"
+        rows.append(
+            f'<tr{_BAD_ROW if wrong else ""}><td>{m.serve_slice}</td><td class="l">{escape(claimed)}</td>'
+            f'<td class="l">{escape(want or "-")}</td><td class="l"><b>{escape(m.best_label)}</b></td><td>{format_number(m.score, 4)}</td>'
+            f'<td class="l">{runner}</td><td>{format_number(m.margin, 4)}</td></tr>'
+        )
+    header = ('<tr><th>slice</th><th class="l">claimed</th><th class="l">training used</th><th class="l">measured</th>'
+              '<th>cosine</th><th class="l">runner-up</th><th>margin</th></tr>')
+    note = f'<p class="ap-muted">Measured on {search.tokens_sampled} tokens ({escape(search.sampling)}).</p>'
+    return f'<table class="ap">{header}{"".join(rows)}</table>{note}'
+
+
+def tokens_html(result: CompareResult) -> str:
+    t = result.tokens
+    lines = [f"{t.paired} samples paired by id, {t.identical} with identical token ids; {t.aligned_tokens} token rows compared."]
+    if t.train_only or t.serve_only:
+        lines.append(
+            f"Unpaired: {t.train_only} only in train ({escape(', '.join(t.train_only_examples[:5]))}), "
+            f"{t.serve_only} only in serve ({escape(', '.join(t.serve_only_examples[:5]))})."
+        )
+    text = "".join(f"<p>{line}</p>" for line in lines)
+    if not t.issues:
+        return text
+    rows = "".join(
+        f'<tr><td class="l">{escape(i.sample_id)}</td><td class="l">{escape(i.kind)}</td><td>{i.train_len}</td><td>{i.serve_len}</td>'
+        f"<td>{i.aligned_length}</td><td>{i.shift}</td><td>{i.first_divergence}</td></tr>"
+        for i in t.issues[:20]
+    )
+    more = f'<p class="ap-muted">and {len(t.issues) - 20} more</p>' if len(t.issues) > 20 else ""
+    return (text + '<table class="ap"><tr><th class="l">sample</th><th class="l">issue</th><th>train len</th><th>serve len</th>'
+            f"<th>aligned</th><th>shift</th><th>first divergence</th></tr>{rows}</table>{more}")
+
+
+def provenance_html(result: CompareResult) -> str:
+    def block(title: str, value: Any) -> str:
+        return f"<h3>{escape(title)}</h3><pre>{escape(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre>"
+
+    notes = "".join(f"<li>{escape(n)}</li>" for n in result.notes)
+    return "".join([
+        block("train dump", {"path": result.train_path, **result.train_provenance}),
+        block("serve dump", {"path": result.serve_path, **result.serve_provenance}),
+        block("policy", result.policy),
+        block("options", {**result.options, "elapsed_s": round(result.elapsed_s, 2)}),
+        f"<h3>Notes</h3><ul>{notes}</ul>" if notes else "",
+    ])
+
+
+def figure_html(caption: str, fig: Figure, dpi: int = 100) -> str:
+    return (f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{figure_png_base64(fig, dpi)}">'
+            f"<figcaption>{escape(caption)}</figcaption></figure>")
+
+
+def figure_png_base64(fig: Figure, dpi: int = 100) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+# -- formatting ------------------------------------------------------------------------------------
+
+def format_value(value: Any) -> str:
+    """Evidence values for people: floats to 4 significant digits, short lists inline, dicts as JSON."""
+    if isinstance(value, float):
+        return format_number(value, 4)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {format_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def format_number(value: Any, digits: int) -> str:
+    if isinstance(value, str):  # "inf" / "nan" as JSON stores them
+        return value
+    if value is None:
+        return "-"
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e5):
+        return f"{value:.{max(1, digits - 1)}e}"
+    return f"{value:.{digits}g}" if abs(value) >= 1 else f"{value:.{digits}f}".rstrip("0").rstrip(".") or "0"
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _policy_cosine_floor(policy: dict[str, Any]) -> float | None:
+    for key in ("cosine_p1_min", "min_cosine_p1", "cosine_p1"):
+        if _finite(policy.get(key)):
+            return float(policy[key])
+    return None
+
+
+_SEVERITY_WORDS = {"error": "error", "warn": "warning", "info": "note"}
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _severity_counts(findings: list[Finding]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[f.severity] = counts.get(f.severity, 0) + 1
+    return counts
+
+
+def _pair_title(pair: StreamComparison) -> str:
+    if pair.serve_stream == pair.train_stream:
+        return f"<code>{escape(pair.serve_stream)}</code>"
+    return f"serve <code>{escape(pair.serve_stream)}</code> vs train <code>{escape(pair.train_stream)}</code>"
+
+
+def escape(value: Any) -> str:
+    return html.escape(str(value), quote=True)

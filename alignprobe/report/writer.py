@@ -1,0 +1,128 @@
+"""``write_report(result, out_dir)``: report.html, summary.md and result.json in one folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+
+from matplotlib.figure import Figure
+
+from alignprobe.compare.result import CompareResult
+from alignprobe.dump import Dump
+from alignprobe.errors import AlignprobeError, BadInput
+from alignprobe.report import figures
+from alignprobe.report.html import render_html
+from alignprobe.report.markdown import render_markdown
+from alignprobe.report.token_cosines import dumps_available
+
+HTML_NAME = "report.html"
+MARKDOWN_NAME = "summary.md"
+JSON_NAME = "result.json"
+
+
+@dataclasses.dataclass
+class ReportFiles:
+    html: str
+    markdown: str
+    json: str
+    notes: list[str] = dataclasses.field(default_factory=list)  # plots left out, and why
+
+
+def report_figures(
+    result: CompareResult, train: Dump | None = None, serve: Dump | None = None
+) -> tuple[list[tuple[str, Figure]], list[str]]:
+    """Every plot the result supports, ``(caption, figure)``, and a note for each one left out."""
+    out: list[tuple[str, Figure]] = []
+    notes: list[str] = []
+    for search in result.mappings:
+        name = search.serve_stream
+        if figures.widths_differ(result, search):
+            out.append((
+                f"{name}: the serve vector's slices as measured, against the training layout. A serve slice "
+                "labelled with a different HF index than training used there is fed to the drafter in its place.",
+                figures.slice_composition(result, name),
+            ))
+        out.append((
+            f"{name}: mean cosine of every train HF index (rows) against every serve slice (columns). The red "
+            "box is the best match; the yellow cross is where it should be. A box beside its cross is a layer offset.",
+            figures.similarity(result, name),
+        ))
+    for pair in result.streams:
+        if not pair.slices:
+            continue
+        name = pair.serve_stream
+        out.append((
+            f"{name}: per-token cosine percentiles, relative RMS error and norm ratio for each HF index. "
+            "Error that grows with depth is accumulated numeric drift; a norm ratio away from 1 is a scale error.",
+            figures.layer_metrics(result, name),
+        ))
+        if any(s.positions for s in pair.slices):
+            out.append((
+                f"{name}: relative RMS error by token position (buckets 0, 1, 2-3, 4-7, ...). A rise along the "
+                "sequence points at the KV cache or attention, not the weights.",
+                figures.position_drift(result, name),
+            ))
+    drafter = next((p for p in result.streams if p.role == figures.DRAFTER_INPUT and p.slices), None)
+    if drafter is not None:
+        if (train is not None and serve is not None) or dumps_available(result):
+            try:
+                out.append((
+                    f"{drafter.serve_stream}: distribution of the per-token cosine for each HF index "
+                    "(log count). A tail to the left is the tokens the drafter sees worst.",
+                    figures.token_cosine_histogram(result, drafter.serve_stream, train, serve),
+                ))
+            except AlignprobeError as exc:
+                notes.append(f"per-token cosine histogram left out: {exc}")
+        else:
+            notes.append("per-token cosine histogram left out: the dumps are not at the paths the result names")
+    return out, notes
+
+
+def write_report(
+    result: CompareResult,
+    out_dir: str | os.PathLike,
+    *,
+    train: Dump | None = None,
+    serve: Dump | None = None,
+    write_json: bool = True,
+) -> ReportFiles:
+    """Render the result into ``out_dir`` (created if needed); each file is replaced whole or not at all."""
+    out_dir = os.fspath(out_dir)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise BadInput(f"{out_dir}: exists and is not a folder; give --report/--out a folder for the report")
+    os.makedirs(out_dir, exist_ok=True)
+    figs, notes = report_figures(result, train, serve)
+    files = ReportFiles(
+        html=os.path.join(out_dir, HTML_NAME),
+        markdown=os.path.join(out_dir, MARKDOWN_NAME),
+        json=os.path.join(out_dir, JSON_NAME),
+        notes=notes,
+    )
+    # The JSON stays the comparison's own record; what the report left out is said on the page.
+    shown = dataclasses.replace(result, notes=[*result.notes, *notes]) if notes else result
+    _write_atomic(files.html, render_html(shown, figs))
+    _write_atomic(files.markdown, render_markdown(result, HTML_NAME))
+    if write_json:
+        _write_atomic(files.json, result.to_json())
+    return files
+
+
+def _write_atomic(path: str, text: str) -> None:
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".alignprobe-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a report is meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
