@@ -1,5 +1,8 @@
 """Compare a train-side dump with a serve-side dump: pairing, metrics, mapping search, findings, verdict."""
 
+from alignprobe.compare.compare import compare
+from alignprobe.compare.policy import Policy
+
 from alignprobe.compare.result import (
     Candidate,
     CompareResult,
@@ -15,6 +18,8 @@ from alignprobe.compare.result import (
 )
 
 __all__ = [
+    "compare",
+    "Policy",
     "Candidate",
     "CompareResult",
     "Finding",

@@ -1,0 +1,249 @@
+"""``compare(train, serve)``: the library call behind ``alignprobe compare``.
+
+Order: pair samples and align tokens; pair streams by role; measure which train slice each serve
+slice is (mapping search on sampled rows); then one streaming pass over the aligned rows, read in
+large blocks, feeds every slice's metrics; then the diagnoses and the verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from typing import Any, Iterator
+
+import numpy as np
+
+from alignprobe.compare.diagnoses import sort_findings
+from alignprobe.compare.diagnoses.layout import Layout, layout_findings, width_findings
+from alignprobe.compare.diagnoses.numeric import numeric_findings
+from alignprobe.compare.diagnoses.tokens import token_findings
+from alignprobe.compare.mapping import sample_rows, search_mapping, train_candidates
+from alignprobe.compare.metrics import SliceAccumulator
+from alignprobe.compare.pairing import Segment, pair_samples
+from alignprobe.compare.plan import StreamPlan, plan_streams, train_geometry
+from alignprobe.compare.policy import Policy, resolve_policy
+from alignprobe.compare.result import CompareResult, Finding, SliceMetrics, StreamComparison
+from alignprobe.compare.diagnoses import finding
+from alignprobe.dump import Dump, open_dump
+from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
+from alignprobe.errors import BadInput
+
+DEFAULT_MAPPING_TOKENS = 2048
+
+
+def compare(
+    train: str | os.PathLike | Dump,
+    serve: str | os.PathLike | Dump,
+    policy: Policy | dict | str | os.PathLike | None = None,
+    *,
+    sample: int | None = None,
+    max_tokens: int | None = None,
+    mapping_tokens: int = DEFAULT_MAPPING_TOKENS,
+    tokenizer: Any = None,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> CompareResult:
+    """Compare a train-side dump with a serve-side dump; returns a :class:`CompareResult`.
+
+    ``policy``: a :class:`Policy`, a dict of overrides, or a JSON/TOML policy file. ``sample``: compare
+    that many paired samples (evenly spread); ``max_tokens``: at most that many aligned rows;
+    ``mapping_tokens``: rows sampled for the mapping search; ``tokenizer``: anything with
+    ``decode(ids)``, to show divergent tokens as text.
+    """
+    for name, value in (("sample", sample), ("max_tokens", max_tokens), ("mapping_tokens", mapping_tokens)):
+        if value is not None and value < 1:
+            raise BadInput(f"{name} must be at least 1, got {value}")
+    started = time.perf_counter()
+    policy = resolve_policy(policy)
+    with _opened(train) as tr, _opened(serve) as sv:
+        hidden_size, num_layers = train_geometry(tr)
+        notes = [f"train: {n}" for n in tr.notes] + [f"serve: {n}" for n in sv.notes]
+        tokens, segments = pair_samples(tr, sv, sample=sample, max_tokens=max_tokens, tokenizer=tokenizer)
+        findings: list[Finding] = token_findings(tokens, policy)
+        plans = plan_streams(tr, sv, hidden_size, notes)
+        if not plans:
+            raise BadInput(
+                f"no serve stream ({', '.join(sv.streams)}) has a train stream to compare with "
+                f"({', '.join(tr.streams)}): pair drafter_input, final or layers streams"
+            )
+        mappings, layouts = [], {}
+        sampled = sample_rows(segments, mapping_tokens)
+        candidates = train_candidates(tr)
+        for plan in plans:
+            if plan.num_slices == 0:
+                findings.append(_not_sliceable(sv, plan, hidden_size, policy))
+                continue
+            if not sampled.rows:
+                continue
+            ms = search_mapping(
+                tr, sv, plan.serve_stream, hidden_size, candidates, sampled,
+                expected=plan.expected_labels if plan.width_ok else [],
+                role=plan.role, tie_cosine=policy.mapping_tie_cosine,
+            )
+            ms.expected = plan.expected_labels
+            mappings.append(ms)
+            if not plan.width_ok:
+                findings += width_findings(ms, plan.expected_labels, hidden_size, num_layers, policy)
+                continue
+            layout = _layout(ms, plan, num_layers, policy)
+            findings += layout.findings
+            layouts[plan.serve_stream] = layout
+        comparisons = _measure(tr, sv, [p for p in plans if p.width_ok], segments, hidden_size, block_bytes)
+        for comparison in comparisons:
+            layout = layouts.get(comparison.serve_stream)
+            ok = [layout.slice_ok[m.serve_slice] if layout else False for m in comparison.slices]
+            comparison.mapping_ok = bool(ok) and all(ok)
+            findings += numeric_findings(
+                comparison, ok, policy, dataclasses.asdict(tr.provenance), dataclasses.asdict(sv.provenance)
+            )
+        findings = sort_findings(findings)
+        severities = {f.severity for f in findings}
+        verdict = "FAIL" if "error" in severities else "WARN" if "warn" in severities else "PASS"
+        return CompareResult(
+            verdict=verdict,
+            findings=findings,
+            tokens=tokens,
+            streams=comparisons,
+            mappings=mappings,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            train_path=tr.path,
+            serve_path=sv.path,
+            train_provenance=dataclasses.asdict(tr.provenance),
+            serve_provenance=dataclasses.asdict(sv.provenance),
+            policy=policy.to_dict(),
+            options={
+                "sample": sample,
+                "max_tokens": max_tokens,
+                "mapping_tokens": mapping_tokens,
+                "mapping_sampling": sampled.description,
+                "block_bytes": block_bytes,
+            },
+            notes=notes,
+            elapsed_s=time.perf_counter() - started,
+        )
+
+
+@contextlib.contextmanager
+def _opened(dump: str | os.PathLike | Dump) -> Iterator[Dump]:
+    if isinstance(dump, Dump):
+        yield dump
+        return
+    with open_dump(dump) as d:
+        yield d
+
+
+def _layout(ms, plan: StreamPlan, num_layers: int, policy: Policy) -> Layout:
+    """Layout diagnosis on the slices that have an expectation (all of them outside layers stacks)."""
+    keep = [j for j, e in enumerate(plan.expected_keys) if e is not None]
+    if len(keep) == len(plan.expected_keys):
+        return layout_findings(ms, plan.expected_keys, num_layers, policy)
+    sub = dataclasses.replace(
+        ms,
+        matches=[ms.matches[j] for j in keep],
+        expected=[plan.expected_labels[j] for j in keep],
+        claimed=[ms.claimed[j] for j in keep] if ms.claimed else [],
+    )
+    result = layout_findings(sub, [plan.expected_keys[j] for j in keep], num_layers, policy)
+    ok = [False] * len(plan.expected_keys)
+    for j, good in zip(keep, result.slice_ok):
+        ok[j] = good
+    return Layout(result.findings, ok)
+
+
+def _not_sliceable(serve: Dump, plan: StreamPlan, hidden_size: int, policy: Policy) -> Finding:
+    width = serve.dataset(plan.serve_stream).shape[1]
+    return finding(
+        "width_mismatch",
+        f"serve stream {plan.serve_stream!r} is {width} wide, not a multiple of the hidden size {hidden_size}",
+        {"serve_width": width, "hidden_size": hidden_size, "remainder": width % hidden_size},
+        "The serve side is not a concat of hidden states of this model: check that both dumps come from the "
+        "same model (hidden size) and that the engine returned whole states (no sharded / tensor-parallel slice).",
+        policy,
+        stream=plan.serve_stream,
+        role=plan.role,
+    )
+
+
+# -- the streaming pass --------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Pair:
+    plan: StreamPlan
+    serve_slice: int
+    train_stream: str
+    train_slice: int
+    acc: SliceAccumulator
+
+
+def _runs(segments: list[Segment]) -> Iterator[list[Segment]]:
+    """Consecutive segments whose rows are contiguous on both sides: one read covers them."""
+    run: list[Segment] = []
+    for seg in segments:
+        if run and (
+            seg.train_row != run[-1].train_row + run[-1].length or seg.serve_row != run[-1].serve_row + run[-1].length
+        ):
+            yield run
+            run = []
+        run.append(seg)
+    if run:
+        yield run
+
+
+def _measure(
+    train: Dump, serve: Dump, plans: list[StreamPlan], segments: list[Segment], hidden_size: int, block_bytes: int
+) -> list[StreamComparison]:
+    max_position = max((s.position + s.length for s in segments), default=1)
+    pairs = [
+        _Pair(plan, j, exp[0], exp[1], SliceAccumulator(max_position))
+        for plan in plans
+        for j, exp in enumerate(plan.expected)
+        if exp is not None
+    ]
+    serve_streams = sorted({p.plan.serve_stream for p in pairs})
+    train_streams = sorted({p.train_stream for p in pairs})
+    row_bytes = 4 * (
+        sum(serve.dataset(s).shape[1] for s in serve_streams) + sum(train.dataset(s).shape[1] for s in train_streams)
+    )
+    block_rows = max(1, block_bytes // max(1, row_bytes))
+    H = hidden_size
+    for run in _runs(segments):
+        positions = np.concatenate([s.position + np.arange(s.length) for s in run])
+        t0, v0, total = run[0].train_row, run[0].serve_row, len(positions)
+        for start in range(0, total, block_rows):
+            stop = min(total, start + block_rows)
+            served = {s: serve.read(s, v0 + start, v0 + stop) for s in serve_streams}
+            trained = {s: train.read(s, t0 + start, t0 + stop) for s in train_streams}
+            pos = positions[start:stop]
+            for p in pairs:
+                a = trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H]
+                b = served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H]
+                p.acc.update(a, b, pos)
+    out = []
+    for plan in plans:
+        sclaim = serve.streams[plan.serve_stream]
+        comparison = StreamComparison(
+            role=plan.role,
+            train_stream=plan.train_stream,
+            serve_stream=plan.serve_stream,
+            train_claim=dataclasses.asdict(train.streams[plan.train_stream]) if plan.train_stream else {},
+            serve_claim=dataclasses.asdict(sclaim),
+        )
+        for p in (p for p in pairs if p.plan is plan):
+            tclaim = train.streams[p.train_stream]
+            serve_hf = sclaim.hf_indices[p.serve_slice] if p.serve_slice < len(sclaim.hf_indices) else -1
+            comparison.slices.append(
+                SliceMetrics(
+                    label=tclaim.slice_label(p.train_slice),
+                    train_stream=p.train_stream,
+                    train_slice=p.train_slice,
+                    train_hf_index=tclaim.hf_indices[p.train_slice],
+                    serve_stream=plan.serve_stream,
+                    serve_slice=p.serve_slice,
+                    serve_hf_index=serve_hf,
+                    **p.acc.summary(),
+                )
+            )
+        out.append(comparison)
+    return out

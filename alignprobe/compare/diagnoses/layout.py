@@ -1,0 +1,207 @@
+"""Findings about WHAT the serve side captured: width, which HF index each slice is, pre/post norm.
+
+The measured mapping (mapping.py) is compared with the expected one (the train stream the serve
+stream should equal). Claims in the serve dump are only reported beside the measurement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from alignprobe.compare.diagnoses import finding
+from alignprobe.compare.policy import Policy
+from alignprobe.compare.result import Finding, MappingSearch
+from alignprobe.conventions import shift_explanations
+from alignprobe.dump import FINAL_NORM_PRE
+
+Key = tuple[int, str]  # (HF index, "pre"/"post")
+
+
+@dataclasses.dataclass
+class Layout:
+    findings: list[Finding]
+    slice_ok: list[bool]  # per serve slice: measured == expected, so numeric checks apply
+
+
+def _measured(ms: MappingSearch, policy: Policy) -> list[Key | None]:
+    """The key each serve slice measured as, or None when nothing on the train side matches it."""
+    out = []
+    for m in ms.matches:
+        c = ms.candidates[m.best]
+        out.append((c.hf_index, c.final_norm) if m.score >= policy.mapping_min_cosine else None)
+    return out
+
+
+def _match_evidence(ms: MappingSearch) -> list[dict]:
+    return [
+        {
+            "serve_slice": m.serve_slice,
+            "claimed": ms.claimed[m.serve_slice] if m.serve_slice < len(ms.claimed) else "",
+            "expected": ms.expected[m.serve_slice] if m.serve_slice < len(ms.expected) else "",
+            "measured": m.best_label,
+            "cosine": round(m.score, 6),
+            "runner_up": m.runner_up_label,
+            "runner_up_cosine": round(m.runner_up_score, 6),
+            "margin": round(m.margin, 6),
+        }
+        for m in ms.matches
+    ]
+
+
+def width_findings(
+    ms: MappingSearch, expected_labels: list[str], hidden_size: int, num_layers: int, policy: Policy
+) -> list[Finding]:
+    """The serve stream holds a different number of H-wide slices than the train stream it should equal."""
+    k, k_expected = len(ms.matches), len(expected_labels)
+    measured = _measured(ms, policy)
+    evidence = {
+        "hidden_size": hidden_size,
+        "serve_width": k * hidden_size,
+        "expected_width": k_expected * hidden_size,
+        "expected": expected_labels,
+        "claimed": ms.claimed,
+        "slices": _match_evidence(ms),
+        "tokens_sampled": ms.tokens_sampled,
+    }
+    what = ", ".join(m.best_label if key else f"no train slice (best {m.best_label})" for m, key in zip(ms.matches, measured))
+    if k == 1 and k_expected > 1 and measured[0] is not None and measured[0][0] == num_layers:
+        title = (
+            f"the drafter is fed the {hidden_size}-wide final state ({what}) where training used the "
+            f"{k_expected * hidden_size}-wide concat of {', '.join(expected_labels)}: EAGLE3 aux capture is off"
+        )
+        fix = (
+            "Run the engine with --speculative-algorithm EAGLE3: with EAGLE it captures no aux states, the "
+            "EAGLE-3 drafter's fc is skipped and the accept length drops to 1.0. (vLLM: speculative method "
+            "eagle3 with the drafter's eagle_aux_hidden_state_layer_ids.)"
+        )
+    elif k == 1 and k_expected > 1:
+        title = (
+            f"the drafter is fed one {hidden_size}-wide state ({what}) where training used the "
+            f"{k_expected * hidden_size}-wide concat of {', '.join(expected_labels)}"
+        )
+        fix = "Turn on aux capture with the training layer ids (SGLang: --speculative-algorithm EAGLE3)."
+    elif k > 1 and k_expected == 1:
+        title = (
+            f"the drafter is fed a {k * hidden_size}-wide concat ({what}) where training used one "
+            f"{hidden_size}-wide state ({expected_labels[0]})"
+        )
+        fix = (
+            "The drafter was trained as EAGLE-1/2 on the final state: serve it with --speculative-algorithm "
+            "EAGLE, or train an EAGLE-3 drafter on aux states."
+        )
+    else:
+        title = f"the serve stream holds {k} slices ({what}) where training used {k_expected} ({', '.join(expected_labels)})"
+        fix = f"Configure the engine's aux layer ids so it captures the {k_expected} HF indices training used."
+    return [finding("width_mismatch", title, evidence, fix, policy, stream=ms.serve_stream, role=ms.role)]
+
+
+def layout_findings(ms: MappingSearch, expected: list[Key], num_layers: int, policy: Policy) -> Layout:
+    """Compare the measured mapping with the expected one (same number of slices on both sides)."""
+    measured = _measured(ms, policy)
+    ok = [m == e for m, e in zip(measured, expected)]
+    findings: list[Finding] = []
+    stream, role = ms.serve_stream, ms.role
+    base = {"slices": _match_evidence(ms), "tokens_sampled": ms.tokens_sampled, "sampling": ms.sampling}
+    margins = [m.margin for m in ms.matches]
+
+    if all(ok):
+        if ms.claimed and ms.claimed != ms.expected:
+            findings.append(
+                finding(
+                    "claim_mismatch",
+                    f"the serve dump claims {', '.join(ms.claimed)} but its states are {', '.join(ms.measured)}, "
+                    "as training expects",
+                    base,
+                    "Nothing to fix in serving; the capture's layer-id convention is recorded wrongly (report it).",
+                    policy,
+                    stream=stream,
+                    role=role,
+                )
+            )
+    elif None in measured:
+        lost = [j for j, key in enumerate(measured) if key is None]
+        findings.append(
+            finding(
+                "wrong_taps",
+                f"serve slice(s) {lost} match no train slice (best cosine "
+                f"{max(ms.matches[j].score for j in lost):.3f}): they are not any HF index the train dump holds",
+                {**base, "expected": ms.expected, "claimed": ms.claimed},
+                "Capture the train side with every layer (layers=all) to find where these states come from; "
+                "check the engine's capture point (a residual stream without the residual added, a different "
+                "model or revision).",
+                policy,
+                stream=stream,
+                role=role,
+            )
+        )
+    else:
+        findings.append(_mismatch(ms, measured, expected, num_layers, base, policy))
+
+    weak = [
+        {"serve_slice": m.serve_slice, "measured": m.best_label, "runner_up": m.runner_up_label, "margin": round(m.margin, 6)}
+        for m in ms.matches
+        if m.runner_up >= 0 and m.margin < policy.mapping_min_margin and not m.tie_broken_by_norm
+    ]
+    if weak:
+        findings.append(
+            finding(
+                "mapping_ambiguous",
+                f"the best train slice wins by less than {policy.mapping_min_margin} cosine for {len(weak)} serve slice(s)",
+                {"slices": weak, "min_margin": min(margins), "tokens_sampled": ms.tokens_sampled},
+                "Neighbouring layers look alike here; compare more tokens (--sample / a larger prompt set) "
+                "before trusting a one-layer difference.",
+                policy,
+                stream=stream,
+                role=role,
+            )
+        )
+    return Layout(findings, ok)
+
+
+def _mismatch(ms, measured: list[Key], expected: list[Key], num_layers: int, base: dict, policy: Policy) -> Finding:
+    stream, role = ms.serve_stream, ms.role
+    deltas = [m[0] - e[0] for m, e in zip(measured, expected)]
+    evidence = {**base, "expected": ms.expected, "measured": ms.measured, "claimed": ms.claimed}
+    if all(d == 0 for d in deltas):
+        # Same HF indices, the norms differ: only HF[N] has a pre and a post form.
+        pre_served = any(m[1] == FINAL_NORM_PRE and e[1] != FINAL_NORM_PRE for m, e in zip(measured, expected))
+        if pre_served:
+            title = f"the serve side holds the PRE-norm final state where training used the post-norm HF[{num_layers}]"
+            fix = (
+                "vLLM and speculators store the last layer's output before the final norm (id N is pre-norm); "
+                "apply the model's final norm to it, or train on the same pre-norm state (capture training "
+                "with final_prenorm)."
+            )
+        else:
+            title = f"the serve side holds the post-norm HF[{num_layers}] where training used the PRE-norm final state"
+            fix = (
+                "Training used the pre-norm last state (vLLM / speculators layout) but SGLang and transformers "
+                "return it after the final norm; capture both sides at the same point."
+            )
+        return finding("final_norm_mismatch", title, evidence, fix, policy, stream=stream, role=role)
+    if len(set(deltas)) == 1:
+        shift = deltas[0]
+        explanations = shift_explanations(shift)
+        margins = [round(m.margin, 6) for m in ms.matches]
+        evidence = {**evidence, "shift": shift, "conventions": explanations, "margins": margins}
+        title = (
+            f"layer offset {shift:+d}: the serve side captured {', '.join(ms.measured)} where training used "
+            f"{', '.join(ms.expected)} (each wins by >= {min(margins):.4f} cosine)"
+        )
+        fix = (
+            f"Shift the engine's aux layer ids by {-shift:+d} (or retrain on the served indices). "
+            + (f"Likely cause: {explanations[0]}." if explanations else "No known convention pair gives this shift.")
+        )
+        return finding("layer_offset", title, evidence, fix, policy, stream=stream, role=role)
+    permuted = sorted(measured) == sorted(expected)
+    title = (
+        f"wrong taps: the serve side captured {', '.join(ms.measured)} where training used {', '.join(ms.expected)}"
+        + (" (the same layers in another order)" if permuted else " (not a constant shift)")
+    )
+    fix = (
+        "Concatenate the aux states in the order training used (lowest layer first)."
+        if permuted
+        else "Set the engine's aux layer ids to the ones the drafter was trained on, in the drafter config "
+        "(eagle_aux_hidden_state_layer_ids) and the engine's capture list."
+    )
+    return finding("wrong_taps", title, {**evidence, "deltas": deltas, "permuted": permuted}, fix, policy, stream=stream, role=role)

@@ -1,0 +1,172 @@
+"""Which train slice is each serve slice, really? A similarity matrix on sampled tokens.
+
+Every serve slice (H columns) is scored against every distinct train slice (every HF index of every
+train stream) by the mean per-token cosine on a sample of aligned rows. That is (train slices) x
+(serve slices) dot products of H per token, so the rows are sampled: a few contiguous windows spread
+over the aligned rows (contiguous, because HDF5 reads whole chunks and scattered rows would read most
+of the file). Cosine is blind to scale, so it finds the source even under a scale error; where two
+candidates tie on cosine (the pre- and post-norm final state point the same way when the norm's
+weights are near 1) the norm ratio closest to 1 decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from alignprobe.compare.pairing import Segment
+from alignprobe.compare.result import Candidate, MappingSearch, SliceMatch
+from alignprobe.dump import FINAL_NORM_POST, Dump, StreamClaim, hf_label
+
+# Preference when two train streams hold the same HF index: the full layer stack names it.
+ROLE_ORDER = {"layers": 0, "drafter_input": 1, "final": 2}
+WINDOWS = 16  # contiguous windows the sampled rows are spread over
+
+
+def candidate_key(claim: StreamClaim, j: int) -> tuple[int, str]:
+    """What a train slice is: its HF index, and pre/post norm when it is the final index."""
+    i = claim.hf_indices[j]
+    return i, (claim.final_norm if i == claim.num_layers else FINAL_NORM_POST)
+
+
+def train_candidates(train: Dump) -> list[Candidate]:
+    """The distinct slices of every train stream (the same HF index held twice counts once)."""
+    seen: dict[tuple[int, str], Candidate] = {}
+    order = sorted(train.streams.items(), key=lambda kv: (ROLE_ORDER.get(kv[1].role, 9), kv[0]))
+    for name, claim in order:
+        for j in range(len(claim.hf_indices)):
+            key = candidate_key(claim, j)
+            if key not in seen:
+                seen[key] = Candidate(name, j, key[0], key[1], claim.slice_label(j))
+    return sorted(seen.values(), key=lambda c: (c.hf_index, c.final_norm != "pre"))
+
+
+@dataclasses.dataclass
+class SampledRows:
+    """Windows of aligned rows: ``train_ranges[i]`` pairs with ``serve_ranges[i]``."""
+
+    train_ranges: list[tuple[int, int]]
+    serve_ranges: list[tuple[int, int]]
+    rows: int
+    description: str
+
+
+def sample_rows(segments: list[Segment], tokens: int, windows: int = WINDOWS) -> SampledRows:
+    """About ``tokens`` aligned rows in up to ``windows`` contiguous windows spread evenly."""
+    lengths = np.array([s.length for s in segments], dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return SampledRows([], [], 0, "no aligned rows")
+    if total <= tokens:
+        t = [(s.train_row, s.train_row + s.length) for s in segments]
+        v = [(s.serve_row, s.serve_row + s.length) for s in segments]
+        return SampledRows(t, v, total, f"all {total} aligned rows")
+    width = max(1, tokens // windows)
+    starts = np.linspace(0, total - width, windows).round().astype(np.int64)
+    ends = np.cumsum(lengths)
+    t_ranges, v_ranges, rows = [], [], 0
+    for start in starts:
+        k = int(np.searchsorted(ends, start, side="right"))
+        seg = segments[k]
+        offset = int(start - (ends[k] - seg.length))
+        n = min(width, seg.length - offset)
+        t_ranges.append((seg.train_row + offset, seg.train_row + offset + n))
+        v_ranges.append((seg.serve_row + offset, seg.serve_row + offset + n))
+        rows += n
+    return SampledRows(
+        t_ranges, v_ranges, rows, f"{rows} of {total} aligned rows in {len(starts)} windows of up to {width}"
+    )
+
+
+def _read(dump: Dump, stream: str, ranges, columns: slice | None = None) -> np.ndarray:
+    return np.concatenate([dump.read(stream, a, b, columns) for a, b in ranges])
+
+
+def _unit_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows scaled to unit norm (unusable rows zeroed), which rows are usable, and ||x||^2 per row."""
+    sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
+    valid = np.isfinite(sq) & (sq > 0)
+    scale = np.where(valid, 1.0 / np.sqrt(np.where(valid, sq, 1.0)), 0.0).astype(np.float32)
+    unit = np.where(valid[:, None], x, 0.0).astype(np.float32) * scale[:, None]
+    return unit, valid, np.where(valid, sq, 0.0)
+
+
+def search_mapping(
+    train: Dump,
+    serve: Dump,
+    serve_stream: str,
+    hidden_size: int,
+    candidates: list[Candidate],
+    sampled: SampledRows,
+    *,
+    expected: list[str],
+    role: str,
+    tie_cosine: float,
+) -> MappingSearch:
+    """Score every serve slice of ``serve_stream`` against every candidate; pick the best of each."""
+    claim = serve.streams[serve_stream]
+    k = serve.dataset(serve_stream).shape[1] // hidden_size
+    serve_units, serve_valid, serve_sq = [], [], []
+    for j in range(k):
+        block = _read(serve, serve_stream, sampled.serve_ranges, slice(j * hidden_size, (j + 1) * hidden_size))
+        u, v, sq = _unit_rows(block)
+        serve_units.append(u.ravel())
+        serve_valid.append(v)
+        serve_sq.append(sq)
+    s_units = np.stack(serve_units) if k else np.zeros((0, 0), np.float32)
+    s_valid = np.stack(serve_valid).astype(np.float64)
+    s_sq = np.stack(serve_sq)
+    cos = np.zeros((k, len(candidates)))
+    ratio = np.zeros((k, len(candidates)))
+    for c, cand in enumerate(candidates):
+        cols = slice(cand.slice * hidden_size, (cand.slice + 1) * hidden_size)
+        u, v, sq = _unit_rows(_read(train, cand.stream, sampled.train_ranges, cols))
+        both = s_valid @ v.astype(np.float64)  # rows usable on both sides, per serve slice
+        cos[:, c] = (s_units @ u.ravel()) / np.maximum(both, 1)
+        # norm ratio over the rows both sides share (unusable rows carry 0 in *_sq)
+        num, den = s_sq @ v.astype(np.float64), s_valid @ sq
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio[:, c] = np.where(den > 0, np.sqrt(num / np.where(den > 0, den, 1.0)), math.inf)
+    matches = [_best(j, cos[j], ratio[j], candidates, tie_cosine) for j in range(k)]
+    claimed = [claim.slice_label(j) for j in range(len(claim.hf_indices))] if claim.width == k * hidden_size else []
+    return MappingSearch(
+        serve_stream=serve_stream,
+        role=role,
+        serve_labels=claimed or [f"slice {j}" for j in range(k)],
+        candidates=candidates,
+        cosine=cos.tolist(),
+        norm_ratio=ratio.tolist(),
+        matches=matches,
+        expected=expected,
+        claimed=claimed,
+        tokens_sampled=sampled.rows,
+        sampling=sampled.description,
+    )
+
+
+def _best(j: int, cos: np.ndarray, ratio: np.ndarray, candidates: list[Candidate], tie_cosine: float) -> SliceMatch:
+    order = np.argsort(-cos, kind="stable")
+    best = int(order[0])
+    tied = [int(c) for c in order if cos[c] >= cos[best] - tie_cosine]
+    broken = False
+    if len(tied) > 1:
+        # Same direction: the candidate whose magnitude agrees is the one it is.
+        closest = min(tied, key=lambda c: abs(math.log(ratio[c])) if 0 < ratio[c] < math.inf else math.inf)
+        broken = closest != best
+        best = closest
+    rest = [int(c) for c in order if c != best]
+    runner = rest[0] if rest else -1
+    runner_score = float(cos[runner]) if runner >= 0 else -1.0
+    return SliceMatch(
+        serve_slice=j,
+        best=best,
+        best_label=candidates[best].label,
+        score=float(cos[best]),
+        runner_up=runner,
+        runner_up_label=candidates[runner].label if runner >= 0 else "",
+        runner_up_score=runner_score,
+        margin=float(cos[best]) - runner_score,
+        tie_broken_by_norm=broken,
+    )
