@@ -51,9 +51,11 @@ def cli() -> None:
 
 def _register() -> None:
     from alignprobe.cli.report import report
+    from alignprobe.cli.capture import capture
+    import alignprobe.cli.capture_sglang  # noqa: F401 - attaches `capture sglang`
     from alignprobe.cli.inspect import inspect
 
-    for command in (inspect, report):
+    for command in (inspect, capture, report):
         cli.add_command(command)
 
 

@@ -1,0 +1,62 @@
+"""``alignprobe capture sglang``: capture from a running SGLang server (or an offline sglang.Engine)."""
+
+from __future__ import annotations
+
+import click
+
+from alignprobe.cli.capture import capture, parse_layer_list
+from alignprobe.errors import BadInput
+
+
+@capture.command("sglang")
+@click.option("--url", default=None, help="The server, e.g. http://127.0.0.1:30000.")
+@click.option("--engine-model", default=None, type=click.Path(),
+              help="Instead of --url: run sglang.Engine offline on this model (needs sglang installed).")
+@click.option("--tokens-from", default=None, type=click.Path(),
+              help="A dump (e.g. the train capture) whose sample ids and token ids to replay.")
+@click.option("--prompts", "prompts_path", default=None, type=click.Path(), help="Or a JSONL of input_ids lines.")
+@click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
+@click.option("--layer-ids", default=None,
+              help="The drafter's eagle_aux_hidden_state_layer_ids (SGLang numbering) if the server's draft config "
+                   "is not a local folder, e.g. 1,29,57.")
+@click.option("--num-layers", default=None, type=int, help="Target decoder layers N if its config.json is not local.")
+@click.option("--hidden-size", default=None, type=int, help="Target hidden size H if its config.json is not local.")
+@click.option("--arch", default=None, help="Target model_type (llama, deepseek_v3, kimi_k2...) if not local.")
+@click.option("--max-new-tokens", default=0, show_default=True, type=click.IntRange(0, 1),
+              help="0 asks for the prefill alone; use 1 for servers that refuse 0.")
+@click.option("--old-deepseek-rule", is_flag=True,
+              help="SGLang before PR #25454 (2026-05): deepseek_v2 added +1 to every explicit id.")
+@click.option("--timeout", default=120.0, show_default=True, type=float, help="Seconds for one request.")
+@click.option("--retries", default=3, show_default=True, type=int, help="Extra attempts after errors/timeouts/5xx.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
+@click.option("--force", is_flag=True, help="Replace --out if it exists.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def capture_sglang_command(url, engine_model, tokens_from, prompts_path, out_path, layer_ids, num_layers, hidden_size,
+                           arch, max_new_tokens, old_deepseek_rule, timeout, retries, resume, force, quiet) -> None:
+    """Capture what SGLang feeds the drafter: /generate with return_hidden_states, prefill only."""
+    from alignprobe.dump import open_dump
+
+    if (url is None) == (engine_model is None):
+        raise BadInput("give exactly one of --url (a running server) or --engine-model (offline sglang.Engine)")
+    if (tokens_from is None) == (prompts_path is None):
+        raise BadInput("give exactly one of --tokens-from DUMP or --prompts JSONL")
+    ids = parse_layer_list(layer_ids, "--layer-ids")
+    if isinstance(ids, str):
+        raise BadInput("--layer-ids takes the drafter's ids, e.g. 1,29,57")
+    options = dict(
+        layer_ids=ids, num_layers=num_layers, hidden_size=hidden_size, arch=arch, max_new_tokens=max_new_tokens,
+        sglang_first_id_rule=not old_deepseek_rule, resume=resume, overwrite=force, progress=not quiet,
+    )
+    prompts = tokens_from or prompts_path
+    if url is not None:
+        from alignprobe.probes.sglang_http import capture_sglang
+
+        path = capture_sglang(url, prompts, out_path, timeout=timeout, retries=retries, **options)
+    else:
+        from alignprobe.probes.sglang_engine import capture_sglang_engine
+
+        path = capture_sglang_engine(engine_model, prompts, out_path, **options)
+    with open_dump(path) as dump:
+        claim = dump.streams["hidden_states"]
+        means = dump.provenance.capture.get("width_means", "")
+        click.echo(f"wrote {path} ({dump.num_samples} samples): hidden_states claims HF{list(claim.hf_indices)}; {means}")

@@ -1,0 +1,40 @@
+"""Prompts taken from an existing dump, so a second capture sees the very same tokens and sample ids.
+
+``--tokens-from train.h5``: the serving-side capture replays the training-side capture's token ids,
+so no tokenizer or chat template can make the two sides differ. The dump's stream claims also give
+the model's shape (N layers, hidden size H), which an engine's HTTP API does not report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from alignprobe.dump import open_dump
+from alignprobe.errors import BadInput
+from alignprobe.probes.prompts import Prompt
+
+
+@dataclasses.dataclass(frozen=True)
+class DumpTokens:
+    prompts: list[Prompt]
+    num_layers: int | None  # N as the dump's claims say, None when its streams disagree
+    hidden_size: int | None
+    source: str
+
+
+def prompts_from_dump(path: str | os.PathLike, limit: int | None = None) -> DumpTokens:
+    """Every sample of the dump at ``path`` (its ids and token ids), in the dump's order."""
+    with open_dump(path) as dump:
+        count = dump.num_samples if limit is None else min(limit, dump.num_samples)
+        prompts = [Prompt(dump.sample_ids[i], [int(t) for t in dump.token_ids(i)]) for i in range(count)]
+        layers = {c.num_layers for c in dump.streams.values()}
+        sizes = {c.hidden_size for c in dump.streams.values()}
+    if not prompts:
+        raise BadInput(f"{path}: the dump holds no samples to take tokens from")
+    return DumpTokens(
+        prompts,
+        layers.pop() if len(layers) == 1 else None,
+        sizes.pop() if len(sizes) == 1 else None,
+        os.fspath(path),
+    )

@@ -1,0 +1,279 @@
+"""Capture what an SGLang server feeds the drafter: one prefill per prompt, hidden states returned.
+
+The wire format, read from sgl-project/sglang (2026 main): a ``/generate`` request with
+``input_ids``, ``sampling_params`` and ``return_hidden_states: true``
+(managers/io_struct.py GenerateReqInput) answers ``{"text", "output_ids", "meta_info"}``; the
+tokenizer manager copies ``recv_obj.output_hidden_states[i]`` into ``meta_info["hidden_states"]``
+(managers/tokenizer_manager.py). Element 0 is the prefill, ``[len(prompt)][width]`` as JSON floats
+(managers/scheduler_components/batch_result_processor.py ``_append_prefill_hidden_states``
+slices ``len(req.origin_input_ids)`` rows of the batch's extend rows), then one ``[width]`` vector
+per decoded token. ``meta_info["cached_tokens"]`` counts prompt tokens served from the radix cache,
+whose rows were never computed. ``max_new_tokens: 0`` asks for the prefill alone (SpecForge's
+SGLang engine and SGLang's own tests send it), so element 0 is all we take.
+
+A backend is anything with ``where``, ``server_info() -> ServerFacts`` and ``generate(token_ids,
+max_new_tokens) -> dict``: the HTTP client (probes/sglang_http.py) and the offline
+``sglang.Engine`` (probes/sglang_engine.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from alignprobe.dump import DumpWriter, Provenance
+from alignprobe.errors import BadInput
+from alignprobe.probes.dump_prompts import prompts_from_dump
+from alignprobe.probes.prompts import Prompt, load_prompts
+from alignprobe.probes.sglang_facts import (
+    FLAG_HIDDEN_STATES,
+    FLAGS_FULL_ROWS,
+    ModelFacts,
+    ServerFacts,
+    WidthClaim,
+    claim_for_width,
+    draft_aux_layer_ids,
+    model_facts_from_config,
+    read_config_json,
+)
+
+ENGINE = "sglang"
+STREAM = "hidden_states"  # the contract's one SGLang stream, role drafter_input
+
+
+class SGLangBackend(Protocol):
+    where: str
+
+    def server_info(self) -> ServerFacts: ...
+
+    def generate(self, token_ids: list[int], max_new_tokens: int) -> Any: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptSource:
+    prompts: list[Prompt]
+    source: str
+    num_layers: int | None = None
+    hidden_size: int | None = None
+
+
+def resolve_prompts(prompts: Sequence[Prompt] | str | os.PathLike) -> PromptSource:
+    """Prompts as given, from a dump (``--tokens-from``) or from a JSONL of ``input_ids`` lines."""
+    if not isinstance(prompts, (str, os.PathLike)):
+        return PromptSource(list(prompts), "given")
+    path = os.fspath(prompts)
+    if _is_hdf5(path):
+        tokens = prompts_from_dump(path)
+        return PromptSource(tokens.prompts, path, tokens.num_layers, tokens.hidden_size)
+    # Text and chat lines need the served model's tokenizer; token ids keep both sides identical.
+    return PromptSource(load_prompts(path).prompts, path)
+
+
+def capture_from_backend(
+    backend: SGLangBackend,
+    prompts: Sequence[Prompt] | str | os.PathLike,
+    out_path: str | os.PathLike,
+    *,
+    layer_ids: Sequence[int] | None = None,
+    num_layers: int | None = None,
+    hidden_size: int | None = None,
+    arch: str | None = None,
+    max_new_tokens: int = 0,
+    sglang_first_id_rule: bool = True,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    provenance: Mapping[str, Any] | None = None,
+    capture_settings: Mapping[str, Any] | None = None,
+) -> str:
+    """Capture ``prompts`` through ``backend`` into the dump ``out_path``; returns its path."""
+    if max_new_tokens not in (0, 1):
+        raise BadInput(f"max_new_tokens must be 0 or 1 (a prefill), got {max_new_tokens}")
+    source = resolve_prompts(prompts)
+    if not source.prompts:
+        raise BadInput("no prompts to capture")
+    facts = backend.server_info()
+    if facts.hidden_states_reported_off:
+        raise BadInput(
+            f"{backend.where}: the server does not return full hidden states "
+            f"(return_hidden_states_mode={facts.hidden_states_mode or 'off'}): relaunch it with {FLAG_HIDDEN_STATES}"
+        )
+    model = _model_facts(facts, source, num_layers, hidden_size, arch)
+    ids = list(layer_ids) if layer_ids is not None else draft_aux_layer_ids(facts.draft_model_path)
+
+    # The first prompt is asked before the writer opens: its width decides the claim, and on
+    # resume the claim must equal the one the partial capture was started with.
+    first = source.prompts[0]
+    first_rows = prefill_rows(backend.generate(first.token_ids, max_new_tokens), first, backend.where)
+    dtype = exact_dtype(first_rows)
+    width = claim_for_width(first_rows.shape[1], model, facts, ids, dtype, sglang_first_id_rule=sglang_first_id_rule)
+    record = _provenance(backend, facts, model, width, max_new_tokens, source, provenance, capture_settings)
+
+    with DumpWriter(out_path, record, {STREAM: width.claim}, resume=resume, overwrite=overwrite) as writer:
+        todo = [p for p in source.prompts if p.sample_id not in writer.done_ids]
+        bar = _progress_bar(len(source.prompts), len(source.prompts) - len(todo), progress)
+        try:
+            for prompt in todo:
+                if prompt is first:
+                    rows = first_rows
+                else:
+                    rows = prefill_rows(backend.generate(prompt.token_ids, max_new_tokens), prompt, backend.where)
+                _check_row(rows, prompt, width, dtype, backend.where)
+                writer.add(prompt.sample_id, prompt.token_ids, {STREAM: rows})
+                bar.update(1)
+        finally:
+            bar.close()
+    return os.fspath(out_path)
+
+
+# -- one response --------------------------------------------------------------------------------
+
+
+def prefill_rows(response: Any, prompt: Prompt, where: str) -> np.ndarray:
+    """The prefill element of ``meta_info["hidden_states"]`` as float32 ``[len(prompt), width]``."""
+    if isinstance(response, list) and len(response) == 1:
+        response = response[0]  # a batch of one
+    meta = response.get("meta_info") if isinstance(response, dict) else None
+    if not isinstance(meta, dict):
+        raise BadInput(f"{where}: /generate answered without meta_info; is this an SGLang server?")
+    states = meta.get("hidden_states")
+    if states is None:
+        raise BadInput(f"{where}: the server returned no hidden states; relaunch it with {FLAG_HIDDEN_STATES}")
+    if not isinstance(states, (list, tuple)) or len(states) == 0:
+        raise BadInput(f"{where}: meta_info.hidden_states is empty for sample {prompt.sample_id!r}")
+    try:
+        rows = np.asarray(_as_numbers(states[0]), dtype=np.float32)
+    except (ValueError, TypeError):
+        raise BadInput(
+            f"{where}: meta_info.hidden_states[0] of sample {prompt.sample_id!r} is not a [tokens][width] list of numbers"
+        ) from None
+    if rows.ndim == 1 and len(prompt.token_ids) == 1:
+        rows = rows[None, :]
+    if rows.ndim != 2 or rows.shape[1] == 0:
+        raise BadInput(
+            f"{where}: meta_info.hidden_states[0] of sample {prompt.sample_id!r} has shape {rows.shape}, "
+            "expected [tokens, width]"
+        )
+    n = len(prompt.token_ids)
+    if rows.shape[0] < n:
+        cached = meta.get("cached_tokens")
+        cause = (
+            f"{cached} of its tokens came from the radix cache" if isinstance(cached, int) and cached > 0
+            else "the radix cache or chunked prefill kept the rest"
+        )
+        raise BadInput(
+            f"{where}: sample {prompt.sample_id!r} got hidden states for {rows.shape[0]} of its {n} prompt tokens "
+            f"({cause}); relaunch the server with {FLAGS_FULL_ROWS}, then capture again (--resume keeps the rest)"
+        )
+    if rows.shape[0] > n:
+        raise BadInput(
+            f"{where}: sample {prompt.sample_id!r} got {rows.shape[0]} prefill rows for {n} prompt tokens; "
+            "the server's hidden states do not line up with the prompt"
+        )
+    if not np.isfinite(rows).all():
+        raise BadInput(f"{where}: the hidden states of sample {prompt.sample_id!r} hold NaN or infinite values")
+    return rows
+
+
+def exact_dtype(rows: np.ndarray) -> str:
+    """The narrowest dump dtype that holds every value exactly (JSON floats carry no dtype)."""
+    bits = np.ascontiguousarray(rows, dtype=np.float32).view(np.uint32)
+    if not (bits & 0xFFFF).any():
+        return "bfloat16"
+    if np.array_equal(rows.astype(np.float16).astype(np.float32), rows):
+        return "float16"
+    return "float32"
+
+
+def _as_numbers(value):
+    # the offline Engine may hand back tensors or arrays where HTTP gives lists
+    if hasattr(value, "detach"):
+        value = value.detach().float().cpu().numpy()
+    return value
+
+
+def _check_row(rows: np.ndarray, prompt: Prompt, width: WidthClaim, dtype: str, where: str) -> None:
+    if rows.shape[1] != width.width:
+        raise BadInput(
+            f"{where}: sample {prompt.sample_id!r} came back {rows.shape[1]} wide, the first was {width.width}; "
+            "did the server restart with other settings mid-capture?"
+        )
+    if dtype != "float32" and exact_dtype(rows) not in _NARROWER_OR_SAME[dtype]:
+        raise BadInput(
+            f"{where}: sample {prompt.sample_id!r} holds values that {dtype} cannot store exactly; "
+            "the server's dtype changed mid-capture: capture again into a new file"
+        )
+
+
+_NARROWER_OR_SAME = {"bfloat16": ("bfloat16",), "float16": ("bfloat16", "float16")}
+
+
+# -- facts ---------------------------------------------------------------------------------------
+
+
+def _model_facts(facts: ServerFacts, source: PromptSource, num_layers, hidden_size, arch) -> ModelFacts:
+    from_config = None
+    config = read_config_json(facts.model_path)
+    if config is not None:
+        from_config = model_facts_from_config(config, f"{facts.model_path}/config.json")
+    n = num_layers or (from_config.num_layers if from_config else None) or source.num_layers
+    h = hidden_size or (from_config.hidden_size if from_config else None) or source.hidden_size
+    if not n or not h:
+        raise BadInput(
+            "the model's layer count and hidden size are unknown (the server's model path is not a local folder "
+            "with config.json): pass --num-layers and --hidden-size, or --tokens-from a dump of the same model"
+        )
+    family = arch or (from_config.arch if from_config else "llama")
+    origin = "given" if num_layers and hidden_size else (from_config.source if from_config else source.source)
+    return ModelFacts(int(n), int(h), family, from_config.torch_dtype if from_config else "", origin)
+
+
+def _provenance(backend, facts: ServerFacts, model: ModelFacts, width: WidthClaim, max_new_tokens, source, given,
+                settings) -> Provenance:
+    capture = {
+        "server": backend.where,
+        "server_info_endpoint": facts.endpoint,
+        "speculative_algorithm": facts.speculative_algorithm,
+        "draft_model_path": facts.draft_model_path,
+        "aux_layer_ids": list(width.layer_ids) if width.layer_ids is not None else None,
+        "width": width.width,
+        "width_means": width.meaning,
+        "hidden_states_mode": facts.hidden_states_mode,
+        "radix_cache": facts.radix_cache,
+        "chunked_prefill_size": facts.chunked_prefill_size,
+        "max_new_tokens": max_new_tokens,
+        "prompts": source.source,
+        "num_prompts": len(source.prompts),
+        "model_shape": {"num_layers": model.num_layers, "hidden_size": model.hidden_size, "arch": model.arch,
+                        "from": model.source},
+        "stored_dtype_inferred_from_values": width.claim.dtype,
+    }
+    capture.update(settings or {})
+    fields: dict[str, Any] = {
+        "engine": ENGINE,
+        "engine_version": facts.version,
+        "model": facts.model_path,
+        "dtype": facts.dtype if facts.dtype not in ("", "auto") else model.torch_dtype,
+        "quantization": facts.quantization,
+        "extra": {"server_info": facts.summary()},
+    }
+    if given:
+        given = dict(given)
+        capture.update(given.pop("capture", {}) or {})
+        fields.update(given)
+    return Provenance.here(capture=capture, **fields)
+
+
+def _progress_bar(total: int, done: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, disable=not enabled, unit="prompt", desc="capture sglang", dynamic_ncols=True)
+
+
+def _is_hdf5(path: str) -> bool:
+    import h5py
+
+    return os.path.isfile(path) and h5py.is_hdf5(path)

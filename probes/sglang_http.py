@@ -1,0 +1,207 @@
+"""Talk to a running SGLang server over its HTTP API (the live-engine probe).
+
+Endpoints (sgl-project/sglang 2026 main, python/sglang/srt/entrypoints/http_server.py):
+``GET /server_info`` (``/get_server_info`` on older servers), ``POST /generate``. A request the
+tokenizer manager rejects (e.g. hidden states asked of a server launched without them) comes back
+as HTTP 400 ``{"error": {"message": ...}}``.
+
+Every failure is one :class:`BadInput` line: unreachable server, hidden states not enabled (with the
+flag to add), 4xx/5xx, malformed JSON, timeouts. Connection errors, timeouts and 5xx are retried
+``retries`` times with exponential backoff, so the number and the duration of requests are bounded.
+The client is injectable (``httpx.Client(transport=...)``) for tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Mapping, Sequence
+
+import httpx
+
+from alignprobe.errors import BadInput
+from alignprobe.probes.prompts import Prompt
+from alignprobe.probes.sglang_capture import capture_from_backend
+from alignprobe.probes.sglang_facts import FLAG_HIDDEN_STATES, ServerFacts
+
+DEFAULT_TIMEOUT = 120.0  # seconds for one /generate: a long prompt's prefill with a cold server
+DEFAULT_RETRIES = 3
+BACKOFF_START = 0.5  # seconds before the first retry; doubles each time, capped
+BACKOFF_CAP = 8.0
+INFO_ENDPOINTS = ("/server_info", "/get_server_info")
+# Words of SGLang's refusals when hidden states are not enabled (tokenizer_manager.py, 2025-2026).
+HIDDEN_STATES_REFUSALS = ("return hidden states", "return_hidden_states", "hidden_states mode", "hidden-states-mode")
+
+
+class HttpBackend:
+    """One SGLang server at ``base_url``; ``where`` names it in messages."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        client: httpx.Client | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = BACKOFF_START,
+        sleep=time.sleep,
+    ):
+        if not base_url.startswith(("http://", "https://")):
+            raise BadInput(f"server URL {base_url!r} must start with http:// or https://")
+        if timeout <= 0:
+            raise BadInput(f"timeout must be positive, got {timeout}")
+        if retries < 0:
+            raise BadInput(f"retries must be 0 or more, got {retries}")
+        self.where = base_url.rstrip("/")
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._sleep = sleep
+        self._owns_client = client is None
+        self._client = client or httpx.Client(timeout=timeout)
+
+    # -- the two calls a capture makes --------------------------------------------------------------
+
+    def server_info(self) -> ServerFacts:
+        for endpoint in INFO_ENDPOINTS:
+            response = self._send("GET", endpoint)
+            if response.status_code == 404:
+                continue
+            info = self._json(response, endpoint)
+            if not isinstance(info, dict):
+                raise BadInput(f"{self.where}{endpoint}: expected a JSON object, got {type(info).__name__}")
+            return ServerFacts.from_info(info, endpoint)
+        return ServerFacts()  # neither endpoint: facts stay unknown, the requests will tell
+
+    def generate(self, token_ids: list[int], max_new_tokens: int) -> Any:
+        body = {
+            "input_ids": [int(t) for t in token_ids],
+            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0},
+            "return_hidden_states": True,
+        }
+        response = self._send("POST", "/generate", body)
+        return self._json(response, "/generate")
+
+    def close(self) -> None:
+        if self._owns_client:
+            self._client.close()
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, body: dict | None = None) -> httpx.Response:
+        url = self.where + path
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                response = self._client.request(method, url, json=body, timeout=self.timeout)
+            except httpx.TimeoutException:
+                if last:
+                    raise BadInput(
+                        f"{url}: no answer within {self.timeout:g} s ({self.retries + 1} attempts); "
+                        "raise --timeout or check the server's load"
+                    ) from None
+            except httpx.TransportError as exc:
+                if last:
+                    raise BadInput(
+                        f"{url}: cannot reach the SGLang server ({type(exc).__name__}: {_one_line(exc)}) after "
+                        f"{self.retries + 1} attempts; is it running on that host and port?"
+                    ) from None
+            else:
+                if response.status_code < 500 or last:
+                    return self._checked(response, url)
+            self._sleep(min(delay, BACKOFF_CAP))
+            delay *= 2
+        raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
+
+    def _checked(self, response: httpx.Response, url: str) -> httpx.Response:
+        code = response.status_code
+        if code < 400 or code == 404:  # 404 is the caller's to judge (older endpoint names)
+            return response
+        message = _error_message(response)
+        if code < 500 and any(word in message.lower() for word in HIDDEN_STATES_REFUSALS):
+            raise BadInput(f"{url}: the server refuses hidden states ({message}); relaunch it with {FLAG_HIDDEN_STATES}")
+        kind = "rejected the request" if code < 500 else "failed"
+        retried = f" after {self.retries + 1} attempts" if code >= 500 else ""
+        raise BadInput(f"{url}: the server {kind} with HTTP {code}{retried}: {message}")
+
+    def _json(self, response: httpx.Response, endpoint: str) -> Any:
+        if response.status_code == 404:
+            raise BadInput(f"{self.where}{endpoint}: not found (HTTP 404); is this an SGLang server?")
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+            start = response.text[:60].replace("\n", " ")
+            raise BadInput(f"{self.where}{endpoint}: the answer is not JSON (it starts {start!r})") from None
+
+
+def capture_sglang(
+    base_url: str,
+    prompts: Sequence[Prompt] | str | os.PathLike,
+    out_path: str | os.PathLike,
+    *,
+    client: httpx.Client | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    retries: int = DEFAULT_RETRIES,
+    backoff: float = BACKOFF_START,
+    layer_ids: Sequence[int] | None = None,
+    num_layers: int | None = None,
+    hidden_size: int | None = None,
+    arch: str | None = None,
+    max_new_tokens: int = 0,
+    sglang_first_id_rule: bool = True,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    provenance: Mapping[str, Any] | None = None,
+) -> str:
+    """Capture ``prompts`` from the SGLang server at ``base_url`` into ``out_path``; returns its path.
+
+    ``prompts``: Prompt objects, a dump to take tokens and sample ids from (``--tokens-from``), or a
+    JSONL of ``input_ids`` lines. ``layer_ids``: the drafter's ``eagle_aux_hidden_state_layer_ids``
+    when the server's draft config is not a local folder. ``num_layers``/``hidden_size``/``arch``:
+    the target model's shape and family when its config.json is not local (a dump given as
+    ``prompts`` also supplies the shape). ``timeout``: seconds for one request; ``retries``: extra
+    attempts after a connection error, timeout or 5xx, ``backoff`` seconds apart at first, doubling.
+    """
+    backend = HttpBackend(base_url, client=client, timeout=timeout, retries=retries, backoff=backoff)
+    try:
+        return capture_from_backend(
+            backend,
+            prompts,
+            out_path,
+            layer_ids=layer_ids,
+            num_layers=num_layers,
+            hidden_size=hidden_size,
+            arch=arch,
+            max_new_tokens=max_new_tokens,
+            sglang_first_id_rule=sglang_first_id_rule,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+            provenance=provenance,
+            capture_settings={"timeout_s": timeout, "retries": retries},
+        )
+    finally:
+        backend.close()
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+        return response.text[:200].strip().replace("\n", " ") or response.reason_phrase
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        for key in ("message", "detail", "error"):
+            if body.get(key):
+                return str(body[key])
+    return json.dumps(body)[:200]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
