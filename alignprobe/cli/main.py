@@ -53,6 +53,7 @@ def _register() -> None:
     from alignprobe.cli.report import report
     from alignprobe.cli.capture import capture
     import alignprobe.cli.capture_sglang  # noqa: F401 - attaches `capture sglang`
+    import alignprobe.cli.capture_vllm  # noqa: F401 - attaches `capture vllm`
     from alignprobe.cli.inspect import inspect
 
     for command in (inspect, capture, report):

@@ -1,0 +1,73 @@
+"""``alignprobe capture vllm``: read (or make a server write) vLLM extract_hidden_states files."""
+
+from __future__ import annotations
+
+import click
+
+from alignprobe.cli.capture import capture, parse_layer_list
+from alignprobe.errors import BadInput
+
+
+@capture.command("vllm")
+@click.option("--from-dir", default=None, type=click.Path(),
+              help="The ExampleHiddenStatesConnector's shared_storage_path, already filled.")
+@click.option("--url", default=None, help="Or a running vLLM server to send the prompts to, e.g. http://127.0.0.1:8000.")
+@click.option("--model", "served_model", default=None, help="With --url: the served model name.")
+@click.option("--offline-model", default=None, type=click.Path(),
+              help="Or run vllm.LLM in this process on this model (needs vllm and a GPU).")
+@click.option("--storage-dir", default=None, type=click.Path(), help="With --offline-model: where vLLM writes its files.")
+@click.option("--layer-ids", required=True,
+              help="The eagle_aux_hidden_state_layer_ids vLLM ran with (vLLM numbering), e.g. 2,30,58,61.")
+@click.option("--num-layers", default=None, type=int, help="Target decoder layers N (or take it from --tokens-from).")
+@click.option("--tokens-from", default=None, type=click.Path(),
+              help="A dump of the same prompts: files take its sample ids by matching token ids.")
+@click.option("--prompts", "prompts_path", default=None, type=click.Path(),
+              help="With --url/--offline-model and no --tokens-from: a JSONL of input_ids lines.")
+@click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
+@click.option("--timeout", default=120.0, show_default=True, type=float, help="Seconds for one request (--url).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
+@click.option("--force", is_flag=True, help="Replace --out if it exists.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir, layer_ids, num_layers, tokens_from,
+                         prompts_path, out_path, timeout, resume, force, quiet) -> None:
+    """Capture what vLLM's extract_hidden_states writes: [S, L, H] per request, split into aux and final."""
+    from alignprobe.dump import open_dump
+    from alignprobe.probes.vllm_files import capture_vllm_files
+
+    if sum(x is not None for x in (from_dir, url, offline_model)) != 1:
+        raise BadInput("give exactly one of --from-dir, --url or --offline-model")
+    ids = parse_layer_list(layer_ids, "--layer-ids")
+    if isinstance(ids, str) or not ids:
+        raise BadInput("--layer-ids takes the ids vLLM ran with, e.g. 2,30,58,61")
+    source, prompts = from_dir, None
+    if from_dir is None:
+        prompts = _prompts(tokens_from, prompts_path)
+        if url is not None:
+            from alignprobe.probes.vllm_drive import request_files
+
+            if not served_model:
+                raise BadInput("--url needs --model, the name the server serves the model under")
+            source = request_files(url, served_model, prompts, timeout=timeout)
+        else:
+            from alignprobe.probes.vllm_drive import generate_offline
+
+            if not storage_dir:
+                raise BadInput("--offline-model needs --storage-dir, where vLLM writes its files")
+            source = generate_offline(offline_model, prompts, ids, storage_dir)
+    path = capture_vllm_files(source, out_path, layer_ids=ids, num_layers=num_layers, tokens_from=tokens_from,
+                              prompts=prompts, resume=resume, overwrite=force, progress=not quiet)
+    with open_dump(path) as dump:
+        parts = ", ".join(f"{name} HF{list(c.hf_indices)}" for name, c in dump.streams.items())
+        click.echo(f"wrote {path} ({dump.num_samples} samples): {parts}")
+
+
+def _prompts(tokens_from, prompts_path):
+    if (tokens_from is None) == (prompts_path is None):
+        raise BadInput("give exactly one of --tokens-from DUMP or --prompts JSONL for the prompts to send")
+    if tokens_from is not None:
+        from alignprobe.probes.dump_prompts import prompts_from_dump
+
+        return prompts_from_dump(tokens_from).prompts
+    from alignprobe.probes.prompts import load_prompts
+
+    return load_prompts(prompts_path).prompts

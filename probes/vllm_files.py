@@ -1,0 +1,263 @@
+"""Read what vLLM's ``extract_hidden_states`` method writes, into a dump (vLLM's layer convention).
+
+Read from vllm-project/vllm (conventions.SOURCES["vllm_extract"]): with ``--speculative-config
+'{"method": "extract_hidden_states", "num_speculative_tokens": 1, "draft_model_config": {"hf_config":
+{"eagle_aux_hidden_state_layer_ids": [...]}}}'`` and ``--kv-transfer-config '{"kv_connector":
+"ExampleHiddenStatesConnector", "kv_role": "kv_producer", "kv_connector_extra_config":
+{"shared_storage_path": DIR}}'``, every request leaves ``DIR/{req_id}.safetensors`` (plus a
+``.lock`` file held while it is written) holding
+
+    hidden_states  [S, L, H]  the model dtype; slice j is the j-th aux layer in layer order
+    token_ids      [S]        the prompt (prompt + output minus the last token with include_output_tokens)
+
+Layer id k is HF[k] (``hidden_states + residual`` entering layer k); id N is the last layer's output
+before the final norm. The files do not record the ids, so the user states them. Per the contract
+the ``[S, L, H]`` block becomes two streams: ``aux`` (role drafter_input, the ids below N) and
+``final`` (role final, HF[N] pre-norm) when N is among the ids.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import fcntl
+import glob
+import os
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from alignprobe.conventions import map_layer_ids
+from alignprobe.dump import DumpWriter, Provenance, StreamClaim
+from alignprobe.dump.encoding import dtype_name
+from alignprobe.dump.schema import FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL
+from alignprobe.errors import BadInput
+from alignprobe.probes.dump_prompts import prompts_from_dump
+from alignprobe.probes.prompts import Prompt, content_ids
+
+ENGINE = "vllm"
+KEY_STATES, KEY_TOKENS = "hidden_states", "token_ids"
+
+
+@dataclasses.dataclass(frozen=True)
+class VllmFile:
+    path: str
+    token_ids: list[int]
+
+
+def list_files(from_dir: str | os.PathLike) -> list[str]:
+    """The ``*.safetensors`` files of a connector's storage folder, in name order."""
+    folder = os.fspath(from_dir)
+    if not os.path.isdir(folder):
+        raise BadInput(f"{folder}: no such folder (give the connector's shared_storage_path)")
+    files = sorted(glob.glob(os.path.join(folder, "*.safetensors")))
+    if not files:
+        raise BadInput(f"{folder}: holds no .safetensors files; is it the connector's shared_storage_path?")
+    return files
+
+
+def read_tokens(path: str) -> list[int]:
+    """Only the token ids of one file (cheap: safetensors reads tensors on demand)."""
+    with _SafeFile(path) as f:
+        _check_keys(f, path)
+        tokens = f.get_tensor(KEY_TOKENS)
+    if tokens.ndim != 1:
+        raise BadInput(f"{path}: token_ids has shape {tuple(tokens.shape)}, expected [S]")
+    return [int(t) for t in tokens.tolist()]
+
+
+def read_states(path: str, num_tokens: int, num_ids: int) -> torch.Tensor:
+    """``hidden_states [S, L, H]`` of one file, checked against its token count and the ids given."""
+    with _SafeFile(path) as f:
+        states = f.get_tensor(KEY_STATES)
+    if states.ndim != 3:
+        raise BadInput(f"{path}: hidden_states has shape {tuple(states.shape)}, expected [S, L, H]")
+    if states.shape[0] != num_tokens:
+        raise BadInput(f"{path}: hidden_states has {states.shape[0]} rows for {num_tokens} token ids")
+    if states.shape[1] != num_ids:
+        raise BadInput(
+            f"{path}: hidden_states holds {states.shape[1]} layers but {num_ids} layer ids were given: "
+            "pass the eagle_aux_hidden_state_layer_ids the server ran with"
+        )
+    return states
+
+
+def stream_claims(layer_ids: Sequence[int], num_layers: int, hidden_size: int, dtype: str) -> tuple[dict, list]:
+    """The dump streams for ids in vLLM numbering, and for each its slice positions in the L axis."""
+    mapping = map_layer_ids("vllm", layer_ids, num_layers)
+    order = sorted(mapping.hf_indices)  # vLLM appends aux states in layer order
+    if len(set(order)) != len(order):
+        raise BadInput(f"layer ids {list(layer_ids)} repeat an id")
+    aux = [i for i in order if i != num_layers]
+    streams: dict[str, StreamClaim] = {}
+    slices: list[tuple[str, list[int]]] = []
+    if aux:
+        note = f"vLLM extract_hidden_states ids {order}: {mapping.rule}"
+        streams["aux"] = StreamClaim(aux, hidden_size, num_layers, dtype, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, note)
+        slices.append(("aux", [order.index(i) for i in aux]))
+    if num_layers in order:
+        note = f"vLLM id {num_layers}: the last layer's output before the final norm"
+        streams["final"] = StreamClaim((num_layers,), hidden_size, num_layers, dtype, FINAL_NORM_PRE, ROLE_FINAL, note)
+        slices.append(("final", [order.index(num_layers)]))
+    return streams, slices
+
+
+def capture_vllm_files(
+    from_dir: str | os.PathLike | Sequence[str],
+    out_path: str | os.PathLike,
+    *,
+    layer_ids: Sequence[int],
+    num_layers: int | None = None,
+    tokens_from: str | os.PathLike | None = None,
+    prompts: Sequence[Prompt] | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    provenance: Mapping[str, Any] | None = None,
+) -> str:
+    """Turn a folder of vLLM hidden-state files (or a list of them) into a dump; returns its path.
+
+    Sample ids: with ``prompts`` (those sent) or ``tokens_from`` (a dump of the same prompts) each
+    file takes the id of the prompt with the same token ids; otherwise the content id of its tokens
+    (probes/prompts.py), which is what a capture of prompts without ids names them. ``num_layers`` (N) is needed to
+    tell the final state from the aux states; a ``tokens_from`` dump supplies it too.
+    """
+    files = list(from_dir) if isinstance(from_dir, (list, tuple)) else list_files(from_dir)
+    if not layer_ids:
+        raise BadInput("give the layer ids the server ran with (eagle_aux_hidden_state_layer_ids), e.g. 2,30,58,61")
+    dump_tokens = prompts_from_dump(tokens_from) if tokens_from is not None else None
+    n = num_layers or (dump_tokens.num_layers if dump_tokens else None)
+    if not n:
+        raise BadInput("the model's layer count is unknown: pass --num-layers (or --tokens-from a dump of the model)")
+    entries = [VllmFile(path, read_tokens(path)) for path in files]
+    if prompts is not None:
+        sample_ids = _sample_ids(entries, prompts, "the prompts sent")
+    elif dump_tokens is not None:
+        sample_ids = _sample_ids(entries, dump_tokens.prompts, os.fspath(tokens_from))
+    else:
+        sample_ids = content_ids([e.token_ids for e in entries])
+
+    first = read_states(entries[0].path, len(entries[0].token_ids), len(layer_ids))
+    dtype = dtype_name(first)
+    streams, slices = stream_claims(layer_ids, int(n), int(first.shape[2]), dtype)
+    record = _provenance(files, layer_ids, n, streams, tokens_from, provenance)
+
+    with DumpWriter(out_path, record, streams, resume=resume, overwrite=overwrite) as writer:
+        todo = [(sid, e) for sid, e in zip(sample_ids, entries) if sid not in writer.done_ids]
+        bar = _progress_bar(len(entries), len(entries) - len(todo), progress)
+        try:
+            for sid, entry in todo:
+                states = read_states(entry.path, len(entry.token_ids), len(layer_ids))
+                if states.shape[2] != first.shape[2] or states.dtype != first.dtype:
+                    raise BadInput(
+                        f"{entry.path}: hidden_states is [.., {states.shape[2]}] {states.dtype}, the first file was "
+                        f"[.., {first.shape[2]}] {first.dtype}; the folder mixes runs"
+                    )
+                writer.add(sid, entry.token_ids, {name: _flatten(states, idx) for name, idx in slices})
+                bar.update(1)
+        finally:
+            bar.close()
+    return os.fspath(out_path)
+
+
+def _flatten(states: torch.Tensor, positions: list[int]) -> torch.Tensor:
+    # [S, L, H] -> [S, len(positions) * H], slice j = the j-th position's layer
+    return states[:, positions, :].reshape(states.shape[0], -1)
+
+
+def _sample_ids(entries: list[VllmFile], reference: Sequence[Prompt], label: str) -> list[str]:
+    by_tokens: dict[tuple[int, ...], collections.deque] = collections.defaultdict(collections.deque)
+    for prompt in reference:
+        by_tokens[tuple(prompt.token_ids)].append(prompt.sample_id)
+    ids = []
+    for entry in entries:
+        queue = by_tokens.get(tuple(entry.token_ids))
+        if not queue:
+            raise BadInput(
+                f"{entry.path}: its {len(entry.token_ids)} token ids match no (remaining) sample of {label}; "
+                "capture the same prompts on both sides (prompt tokens only: no include_output_tokens)"
+            )
+        ids.append(queue.popleft())
+    return ids
+
+
+class _SafeFile:
+    """safe_open of one file, refusing a file the connector still holds locked for writing."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __enter__(self):
+        from safetensors import SafetensorError, safe_open
+
+        _wait_unlocked(self.path)
+        try:
+            self._ctx = safe_open(self.path, framework="pt")
+            return self._ctx.__enter__()
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise BadInput(f"{self.path}: not a readable safetensors file ({_one_line(exc)})") from None
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
+
+
+def _wait_unlocked(path: str) -> None:
+    if is_locked(path):
+        raise BadInput(f"{path}: vLLM is still writing it (its .lock is held); wait for the requests to finish")
+
+
+def is_locked(path: str) -> bool:
+    """True while the connector holds LOCK_EX on ``<file>.lock``, i.e. the file is half-written.
+
+    vLLM's own reader (load_hidden_states) takes LOCK_SH on the same file to wait for the write.
+    """
+    lock = path + ".lock"
+    if not os.path.exists(lock):
+        return False
+    with open(lock) as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
+
+
+def _check_keys(f, path: str) -> None:
+    keys = set(f.keys())
+    missing = {KEY_STATES, KEY_TOKENS} - keys
+    if missing:
+        raise BadInput(
+            f"{path}: lacks {', '.join(sorted(missing))} (has {', '.join(sorted(keys)) or 'nothing'}); "
+            "not a file of vLLM's ExampleHiddenStatesConnector"
+        )
+
+
+def _provenance(files, layer_ids, n, streams, tokens_from, given) -> Provenance:
+    capture = {
+        "from": os.path.dirname(os.path.abspath(files[0])),
+        "files": len(files),
+        "layer_ids": [int(i) for i in layer_ids],
+        "num_layers": int(n),
+        "streams": {name: list(c.hf_indices) for name, c in streams.items()},
+        "tokens_from": os.fspath(tokens_from) if tokens_from is not None else None,
+        "convention": "vLLM: id k = HF[k] (hidden_states + residual entering layer k); id N = pre-norm final",
+    }
+    fields: dict[str, Any] = {"engine": ENGINE, "dtype": next(iter(streams.values())).dtype}
+    if given:
+        given = dict(given)
+        capture.update(given.pop("capture", {}) or {})
+        fields.update(given)
+    return Provenance.here(capture=capture, **fields)
+
+
+def _progress_bar(total: int, done: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, disable=not enabled, unit="file", desc="capture vllm", dynamic_ncols=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+

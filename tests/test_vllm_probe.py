@@ -1,0 +1,247 @@
+"""The vLLM probe on files written in the real ExampleHiddenStatesConnector layout from a tiny model.
+
+The writer below follows vLLM's source (example_hidden_states_connector.py, extract_hidden_states.py):
+``{dir}/{req_id}.safetensors`` with ``hidden_states [S, L, H]`` in the model dtype, L = the aux ids in
+layer order (id k = HF[k], id N = the last layer's output before the final norm), ``token_ids [S]``
+int64, and a ``.lock`` companion left behind after the write.
+"""
+
+import fcntl
+import json
+import os
+
+import httpx
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file, save_file
+
+from alignprobe.cli.main import cli
+from alignprobe.dump import open_dump
+from alignprobe.errors import BadInput
+from alignprobe.probes.hf import capture_hf
+from alignprobe.probes.hf_states import forward_states
+from alignprobe.probes.prompts import Prompt, token_sample_id
+from alignprobe.probes.vllm_drive import request_files, server_flags
+from alignprobe.probes.vllm_files import capture_vllm_files
+from alignprobe.tiny_models import synthetic_corpus, tiny_llama
+
+N, H = 8, 64
+SPECULATORS_IDS = [2, N // 2, N - 3, N]  # speculators launch_vllm.py default
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_llama(num_layers=N, hidden_size=H, seed=5)
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    corpus = synthetic_corpus(4, 20, seed=11)
+    return [Prompt(f"p{i}", corpus[i, :n].tolist()) for i, n in enumerate([20, 7, 13, 4])]
+
+
+@pytest.fixture(scope="module")
+def train_dump(model, prompts, tmp_path_factory):
+    return capture_hf(model, prompts, tmp_path_factory.mktemp("train") / "train.h5", batch_size=2, progress=False)
+
+
+def vllm_states(model, token_ids, layer_ids, dtype=torch.bfloat16) -> torch.Tensor:
+    """[S, L, H] as vLLM stores it: HF[k] for k < N, the pre-norm last-layer output for k = N."""
+    with torch.no_grad():
+        fs = forward_states(model, torch.tensor([token_ids]))
+    picked = [fs.final_prenorm[0] if k == N else fs.hf[k][0] for k in sorted(layer_ids)]
+    return torch.stack(picked, dim=1).to(dtype).contiguous()
+
+
+def write_request(model, folder, index, token_ids, layer_ids, dtype=torch.bfloat16) -> str:
+    path = os.path.join(folder, f"cmpl-{index:04x}-0.safetensors")
+    save_file({"hidden_states": vllm_states(model, token_ids, layer_ids, dtype),
+               "token_ids": torch.tensor(token_ids, dtype=torch.long)}, path)
+    open(path + ".lock", "w").close()  # the connector's lock file, released
+    return path
+
+
+@pytest.fixture(scope="module")
+def vllm_dir(model, prompts, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vllm")
+    for i, p in enumerate(reversed(prompts)):  # request order differs from the dump's sample order
+        write_request(model, folder, i, p.token_ids, SPECULATORS_IDS)
+    return str(folder)
+
+
+def test_files_split_into_aux_and_prenorm_final(vllm_dir, train_dump, tmp_path):
+    out = capture_vllm_files(vllm_dir, tmp_path / "serve.h5", layer_ids=SPECULATORS_IDS, tokens_from=train_dump,
+                             progress=False)
+    with open_dump(out) as serve, open_dump(train_dump) as train:
+        aux, final = serve.streams["aux"], serve.streams["final"]
+        assert (aux.hf_indices, aux.role, aux.dtype) == ((2, 4, 5), "drafter_input", "bfloat16")
+        assert (final.hf_indices, final.role, final.final_norm) == ((N,), "final", "pre")
+        assert sorted(serve.sample_ids) == sorted(train.sample_ids)
+        for sid in train.sample_ids:
+            assert np.array_equal(serve.token_ids(sid), train.token_ids(sid))
+            # bf16 storage of the same forward: equal to the train states within bf16 rounding
+            np.testing.assert_allclose(serve.states(sid, "aux"), train.states(sid, "eagle3_aux"), rtol=1e-2, atol=1e-2)
+            np.testing.assert_allclose(serve.states(sid, "final"), train.states(sid, "final_prenorm"), rtol=1e-2,
+                                       atol=1e-2)
+        assert serve.provenance.engine == "vllm"
+        assert serve.provenance.capture["layer_ids"] == SPECULATORS_IDS
+
+
+def test_stored_values_are_the_files_bits(vllm_dir, train_dump, tmp_path):
+    out = capture_vllm_files(vllm_dir, tmp_path / "serve.h5", layer_ids=SPECULATORS_IDS, tokens_from=train_dump,
+                             progress=False)
+    with open_dump(out) as serve:
+        for name in sorted(os.listdir(vllm_dir)):
+            if not name.endswith(".safetensors"):
+                continue
+            data = load_file(os.path.join(vllm_dir, name))
+            tokens = data["token_ids"].tolist()
+            sid = next(s for s in serve.sample_ids if serve.token_ids(s).tolist() == tokens)
+            hs = data["hidden_states"].float().numpy()
+            assert np.array_equal(serve.states(sid, "aux"), hs[:, :3, :].reshape(len(tokens), -1))
+            assert np.array_equal(serve.states(sid, "final"), hs[:, 3, :])
+
+
+def test_ids_in_any_order_and_content_ids_without_a_reference(vllm_dir, prompts, tmp_path):
+    out = capture_vllm_files(vllm_dir, tmp_path / "serve.h5", layer_ids=[8, 5, 2, 4], num_layers=N, progress=False)
+    with open_dump(out) as serve:
+        assert serve.streams["aux"].hf_indices == (2, 4, 5)
+        assert sorted(serve.sample_ids) == sorted(token_sample_id(p.token_ids) for p in prompts)
+
+
+def test_aux_only_when_n_is_not_among_the_ids(model, prompts, train_dump, tmp_path):
+    folder = tmp_path / "aux"
+    folder.mkdir()
+    for i, p in enumerate(prompts):
+        write_request(model, folder, i, p.token_ids, [1, 4, 7], dtype=torch.float32)
+    out = capture_vllm_files(str(folder), tmp_path / "serve.h5", layer_ids=[1, 4, 7], tokens_from=train_dump,
+                             progress=False)
+    with open_dump(out) as serve, open_dump(train_dump) as train:
+        assert list(serve.streams) == ["aux"]
+        assert serve.streams["aux"].hf_indices == (1, 4, 7) and serve.streams["aux"].dtype == "float32"
+        layers = train.streams["layers"].hf_indices
+        for sid in train.sample_ids:
+            full = train.states(sid, "layers")
+            expected = np.concatenate([full[:, layers.index(k) * H:(layers.index(k) + 1) * H] for k in (1, 4, 7)], 1)
+            np.testing.assert_allclose(serve.states(sid, "aux"), expected, atol=2e-5, rtol=1e-4)
+
+
+# -- bad inputs ------------------------------------------------------------------------------------
+
+
+def test_layer_count_that_disagrees_with_the_ids(vllm_dir, tmp_path):
+    with pytest.raises(BadInput, match="holds 4 layers but 3 layer ids"):
+        capture_vllm_files(vllm_dir, tmp_path / "s.h5", layer_ids=[2, 4, 5], num_layers=N, progress=False)
+
+
+def test_missing_key_garbage_and_bad_shapes(tmp_path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    save_file({"hidden_states": torch.zeros(3, 2, 4)}, str(folder / "a.safetensors"))
+    with pytest.raises(BadInput, match="lacks token_ids"):
+        capture_vllm_files(str(folder), tmp_path / "s.h5", layer_ids=[2, 8], num_layers=N, progress=False)
+    (folder / "a.safetensors").write_bytes(b"not a safetensors file at all")
+    with pytest.raises(BadInput, match="not a readable safetensors file"):
+        capture_vllm_files(str(folder), tmp_path / "s.h5", layer_ids=[2, 8], num_layers=N, progress=False)
+    save_file({"hidden_states": torch.zeros(3, 8), "token_ids": torch.arange(3)}, str(folder / "a.safetensors"))
+    with pytest.raises(BadInput, match=r"expected \[S, L, H\]"):
+        capture_vllm_files(str(folder), tmp_path / "s.h5", layer_ids=[2, 8], num_layers=N, progress=False)
+    save_file({"hidden_states": torch.zeros(4, 2, 8), "token_ids": torch.arange(3)}, str(folder / "a.safetensors"))
+    with pytest.raises(BadInput, match="4 rows for 3 token ids"):
+        capture_vllm_files(str(folder), tmp_path / "s.h5", layer_ids=[2, 8], num_layers=N, progress=False)
+
+
+def test_empty_or_missing_folder(tmp_path):
+    with pytest.raises(BadInput, match="no such folder"):
+        capture_vllm_files(str(tmp_path / "nope"), tmp_path / "s.h5", layer_ids=[2], num_layers=N)
+    with pytest.raises(BadInput, match="holds no .safetensors files"):
+        capture_vllm_files(str(tmp_path), tmp_path / "s.h5", layer_ids=[2], num_layers=N)
+
+
+def test_tokens_that_match_no_reference_sample(model, train_dump, tmp_path):
+    folder = tmp_path / "other"
+    folder.mkdir()
+    write_request(model, folder, 0, [5, 6, 7, 8], SPECULATORS_IDS)
+    with pytest.raises(BadInput, match="match no \\(remaining\\) sample"):
+        capture_vllm_files(str(folder), tmp_path / "s.h5", layer_ids=SPECULATORS_IDS, tokens_from=train_dump,
+                           progress=False)
+
+
+def test_unknown_layer_count(vllm_dir, tmp_path):
+    with pytest.raises(BadInput, match="--num-layers"):
+        capture_vllm_files(vllm_dir, tmp_path / "s.h5", layer_ids=SPECULATORS_IDS, progress=False)
+
+
+def test_file_still_being_written(model, tmp_path):
+    folder = tmp_path / "busy"
+    folder.mkdir()
+    path = write_request(model, folder, 0, [1, 2, 3], SPECULATORS_IDS)
+    with open(path + ".lock") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as the connector holds it while writing
+        with pytest.raises(BadInput, match="still writing"):
+            capture_vllm_files(str(folder), tmp_path / "s.h5", layer_ids=SPECULATORS_IDS, num_layers=N)
+
+
+# -- driving a server ------------------------------------------------------------------------------
+
+
+def test_server_flags_match_the_speculators_launcher():
+    flags = server_flags([2, 4, 5, 8], "/data/hs")
+    assert flags[0] == "--speculative-config" and flags[2] == "--kv-transfer-config"
+    assert json.loads(flags[1]) == {
+        "method": "extract_hidden_states",
+        "num_speculative_tokens": 1,
+        "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [2, 4, 5, 8]}},
+    }
+    assert json.loads(flags[3]) == {
+        "kv_connector": "ExampleHiddenStatesConnector",
+        "kv_role": "kv_producer",
+        "kv_connector_extra_config": {"shared_storage_path": "/data/hs"},
+    }
+
+
+def test_requests_through_an_injected_transport(model, prompts, tmp_path):
+    # A stand-in for `vllm serve` with the flags above: it writes the file, answers its path.
+    folder = tmp_path / "served"
+    folder.mkdir()
+    sent = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/completions"
+        body = json.loads(request.content)
+        assert body["max_tokens"] == 1 and body["return_token_ids"] is True and body["model"] == "tiny"
+        path = write_request(model, folder, len(sent), body["prompt"], SPECULATORS_IDS)
+        sent.append(body["prompt"])
+        return httpx.Response(200, json={"choices": [{"text": "x", "prompt_token_ids": body["prompt"]}],
+                                         "kv_transfer_params": {"hidden_states_path": path}})
+
+    client = httpx.Client(transport=httpx.MockTransport(handler))
+    paths = request_files("http://127.0.0.1:8000", "tiny", prompts, client=client)
+    assert sent == [p.token_ids for p in prompts]
+    out = capture_vllm_files(paths, tmp_path / "serve.h5", layer_ids=SPECULATORS_IDS, num_layers=N, prompts=prompts,
+                             progress=False)
+    with open_dump(out) as serve:
+        assert serve.sample_ids == [p.sample_id for p in prompts]
+
+
+def test_server_without_the_connector(prompts):
+    client = httpx.Client(transport=httpx.MockTransport(
+        lambda request: httpx.Response(200, json={"choices": [{"text": "x"}]})))
+    with pytest.raises(BadInput, match="no kv_transfer_params.hidden_states_path.*extract_hidden_states"):
+        request_files("http://127.0.0.1:8000", "tiny", prompts, client=client)
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def test_cli_capture_vllm(vllm_dir, train_dump, tmp_path):
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["capture", "vllm", "--from-dir", vllm_dir, "--tokens-from", str(train_dump),
+                             "--layer-ids", "2,4,5,8", "--out", str(tmp_path / "serve.h5"), "--quiet"])
+    assert ok.exit_code == 0, ok.output
+    assert "aux HF[2, 4, 5], final HF[8]" in ok.output
+    bad = runner.invoke(cli, ["capture", "vllm", "--from-dir", vllm_dir, "--num-layers", "8",
+                              "--layer-ids", "2,4,5", "--out", str(tmp_path / "x.h5")])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
