@@ -1,0 +1,77 @@
+"""``alignprobe capture <backend>``: the group, and its ``hf`` subcommand.
+
+Each capture backend's subcommand lives in its own file (``capture_sglang.py``, ...), attaches
+itself with ``@capture.command("name")`` and is imported in ``main._register``; this file needs
+no change for a new backend.
+"""
+
+from __future__ import annotations
+
+import click
+
+from alignprobe.errors import BadInput
+
+
+@click.group()
+def capture() -> None:
+    """Capture hidden states of a prompt set into a dump, the way one system sees them."""
+
+
+def parse_layer_list(value: str | None, what: str = "--layers") -> str | list[int] | None:
+    """``all`` / ``eagle3`` stay words; ``2,30,58`` becomes a list of ints."""
+    if value is None:
+        return None
+    words = value.strip().lower()
+    if words in ("all", "eagle3"):
+        return words
+    try:
+        return [int(part) for part in words.split(",") if part.strip()]
+    except ValueError:
+        raise BadInput(f"{what} {value!r}: give all, eagle3 or comma-separated HF indices like 2,30,58") from None
+
+
+@capture.command("hf")
+@click.option("--model", "model_dir", required=True, type=click.Path(), help="Local transformers model directory.")
+@click.option("--prompts", "prompts_path", required=True, type=click.Path(), help="JSONL: text, messages or input_ids.")
+@click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
+@click.option("--dtype", default="bf16", show_default=True, help="bf16, fp16 or fp32: the dtype the model runs in.")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--layers", default="all", show_default=True, help="all, eagle3, or HF indices like 2,30,58.")
+@click.option("--aux-layers", default=None, help="HF indices of the EAGLE-3 training view [default: 2,N//2,N-3].")
+@click.option("--batch-size", default=8, show_default=True, type=int)
+@click.option("--padding-side", default="right", show_default=True, type=click.Choice(["right", "left"]))
+@click.option("--simulate-quant", default=None, type=click.Choice(["int4", "int8", "fp8"]),
+              help="Fake-quantize the decoder weights first (weight-only RTN: approximates INT4/FP8 serving).")
+@click.option("--group-size", default=128, show_default=True, type=int, help="Input columns per scale for int4/int8.")
+@click.option("--limit", default=None, type=int, help="Capture only the first N prompts.")
+@click.option("--shard-tokens", default=16384, show_default=True, type=int,
+              help="Tokens written per shard: the most a crash loses before --resume.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
+@click.option("--force", is_flag=True, help="Replace --out if it exists.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, layers, aux_layers, batch_size, padding_side,
+                       simulate_quant, group_size, limit, shard_tokens, resume, force, quiet) -> None:
+    """Capture with transformers, as a training extractor does (all HF indices by default)."""
+    from alignprobe.probes.hf import capture_hf, load_hf_model
+    from alignprobe.probes.prompts import load_prompts
+    from alignprobe.quant import simulate_weight_quant
+
+    model, tokenizer = load_hf_model(model_dir, dtype=dtype, device=device)
+    prompt_set = load_prompts(prompts_path, tokenizer, limit=limit)
+    if simulate_quant:
+        simulate_weight_quant(model, simulate_quant, group_size=group_size)
+    path = capture_hf(
+        model,
+        prompt_set.prompts,
+        out_path,
+        layers=parse_layer_list(layers),
+        aux_layers=parse_layer_list(aux_layers, "--aux-layers"),
+        batch_size=batch_size,
+        padding_side=padding_side,
+        resume=resume,
+        overwrite=force,
+        progress=not quiet,
+        shard_tokens=shard_tokens,
+        provenance={"model": model_dir, "capture": prompt_set.provenance()},
+    )
+    click.echo(f"wrote {path} ({len(prompt_set)} samples)")
