@@ -46,7 +46,11 @@ def to_storage(states: torch.Tensor | np.ndarray, dtype: str) -> np.ndarray:
 def from_storage(raw: np.ndarray, encoding: str) -> np.ndarray:
     """Stored values widened to float32 (exact for every stored dtype)."""
     if encoding == ENCODING_BF16_BITS:
-        return (raw.astype(np.uint32) << 16).view(np.float32)
+        # One pass into one new array: ``raw.astype(uint32) << 16`` made two 2x-sized temporaries
+        # and ran at a fifth of this speed (benchmarks/read_memory.py).
+        widened = np.empty(raw.shape, dtype=np.uint32)
+        np.left_shift(raw, 16, out=widened, dtype=np.uint32)
+        return widened.view(np.float32)
     return raw.astype(np.float32, copy=False)
 
 
