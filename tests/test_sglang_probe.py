@@ -312,3 +312,48 @@ def test_cli_capture_sglang(model, train_dump, tmp_path):
                               str(train_dump), "--out", str(tmp_path / "x.h5"), "--retries", "0"])
     assert bad.exit_code == 2
     assert len(bad.output.strip().splitlines()) == 1 and "cannot reach" in bad.output
+
+
+# -- with the comparer: the loopback capture compares clean against the HF capture ----------------
+
+
+def test_compares_clean_against_the_hf_capture(model, train_dump, tmp_path):
+    from alignprobe.compare.compare import compare
+
+    with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3")) as server:
+        out = _capture(server, train_dump, tmp_path / "serve.h5")
+    result = compare(train_dump, out)
+    assert result.verdict == "PASS" and bool(result), [f.title for f in result.findings]
+
+
+def test_eagle_instead_of_eagle3_fails_the_comparison(model, train_dump, tmp_path):
+    from alignprobe.compare.compare import compare
+
+    with FakeSGLang(model, tmp_path, FakeOptions("EAGLE")) as server:
+        out = _capture(server, train_dump, tmp_path / "serve.h5")
+    result = compare(train_dump, out)
+    assert result.verdict == "FAIL"
+    assert "width_mismatch" in [f.code for f in result.findings]
+
+
+def test_engine_backend_with_an_in_process_engine(model, train_dump, tmp_path):
+    # The offline mode's backend over an object with sglang.Engine's generate/get_server_info; its
+    # hidden states come back as tensors, as an in-process engine may hand them.
+    from alignprobe.probes.sglang_capture import capture_from_backend
+    from alignprobe.probes.sglang_engine import EngineBackend
+
+    class Engine:
+        def get_server_info(self):
+            return fake.server_info()
+
+        def generate(self, input_ids, sampling_params, return_hidden_states):
+            status, body = fake._generate({"input_ids": input_ids, "sampling_params": sampling_params,
+                                           "return_hidden_states": return_hidden_states})
+            body["meta_info"]["hidden_states"] = [torch.tensor(h) for h in body["meta_info"]["hidden_states"]]
+            return body
+
+    with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3")) as fake:
+        out = capture_from_backend(EngineBackend(Engine()), train_dump, tmp_path / "serve.h5", progress=False)
+    _assert_matches_train(out, train_dump, (2, 4, 5))
+    with open_dump(out) as serve:
+        assert serve.provenance.capture["server_info_endpoint"] == "Engine.get_server_info"

@@ -245,3 +245,18 @@ def test_cli_capture_vllm(vllm_dir, train_dump, tmp_path):
     bad = runner.invoke(cli, ["capture", "vllm", "--from-dir", vllm_dir, "--num-layers", "8",
                               "--layer-ids", "2,4,5", "--out", str(tmp_path / "x.h5")])
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
+
+
+
+def test_compares_clean_against_the_hf_capture(model, prompts, train_dump, tmp_path):
+    # What an EAGLE-3 drafter is fed under vLLM: the aux ids, HF[2, N//2, N-3] in vLLM numbering.
+    from alignprobe.compare.compare import compare
+
+    folder = tmp_path / "eagle3"
+    folder.mkdir()
+    for i, p in enumerate(prompts):
+        write_request(model, folder, i, p.token_ids, [2, 4, 5])
+    out = capture_vllm_files(str(folder), tmp_path / "serve.h5", layer_ids=[2, 4, 5], tokens_from=train_dump,
+                             progress=False)
+    result = compare(train_dump, out)
+    assert result.verdict == "PASS" and bool(result), [f.title for f in result.findings]
