@@ -81,7 +81,8 @@ def test_summary_is_short_and_names_each_finding(offset_report):
         assert f"`{code}`" in md
     assert "Configure the engine's layer ids one lower" in md
     assert "<script>" not in md
-    assert "worst HF[2], cosine p1 0.75" in md  # the lowest p1 of the three slices (0.8 - 0.05)
+    # every slice has p1 0.8 - 0.05; rel-RMS 0.1, 0.2, 0.3 for slices 0, 1, 2 (HF[2], HF[3], HF[3])
+    assert "lowest cosine p1 0.75 at HF[2]; highest rel-RMS 0.3 at HF[3]; norm ratio 1.02 to 1.02" in md
 
 
 def test_notebook_view_has_verdict_findings_and_table():

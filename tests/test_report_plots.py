@@ -45,19 +45,23 @@ def test_layer_metrics_tolerates_missing_values():
     _renders(fig)
 
 
-def test_similarity_boxes_the_chosen_cells_and_crosses_the_claimed_ones():
+def test_similarity_boxes_the_chosen_cells_and_marks_the_expected_ones():
     matrix = np.full((5, 3), 0.1)
-    chosen, claimed = [3, 4, None], [2, 3, 4]
-    fig = plots.similarity_figure("sim", matrix, LABELS, ["HF[2]", "HF[3]", "HF[4]"], chosen, claimed)
+    chosen, expected = [3, 4, None], [2, 3, 4]
+    fig = plots.similarity_figure("sim", matrix, LABELS, ["HF[2]", "HF[3]", "HF[4]"], chosen, expected)
     ax = fig.axes[0]
     boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
-    corners = sorted((round(b.get_x() + 0.5), round(b.get_y() + 0.5)) for b in boxes)
-    assert corners == [(0, 3), (1, 4)]  # (column = serve slice, row = train index)
-    crosses = sorted((int(line.get_xdata()[0]), int(line.get_ydata()[0])) for line in ax.get_lines())
-    assert crosses == [(0, 2), (1, 3), (2, 4)]
+
+    def cells(style):
+        return sorted((round(b.get_x() + b.get_width() / 2), round(b.get_y() + b.get_height() / 2))
+                      for b in boxes if b.get_linestyle() == style)
+
+    assert cells("-") == [(0, 3), (1, 4)]  # (column = serve slice, row = train index)
+    assert cells("--") == [(0, 2), (1, 3), (2, 4)]
     assert _tick_texts(ax.yaxis) == LABELS
     assert _tick_texts(ax.xaxis) == ["HF[2]", "HF[3]", "HF[4]"]
     np.testing.assert_allclose(ax.images[0].get_array(), matrix)
+    assert sorted(t.get_text() for t in ax.texts) == ["0.100"] * 15  # small matrix: values in the cells
     _renders(fig)
 
 

@@ -68,7 +68,8 @@ def similarity(result: CompareResult, stream: str | None = None) -> Figure:
     search = pick_mapping(result, stream)
     labels = [c.label if _unique_labels(search) else f"{c.stream}:{c.label}" for c in search.candidates]
     # The reference mark: where training put each slice, or (widths differ) what the serve dump claims.
-    reference = search.expected or search.claimed
+    by_training = len(search.expected) == len(search.serve_labels)
+    reference = search.expected if by_training else search.claimed
     marked = [labels.index(r) if r in labels else None for r in reference]
     return plots.similarity_figure(
         f"{search.serve_stream}: which train HF index is each serve slice? ({search.tokens_sampled} tokens)",
@@ -77,7 +78,7 @@ def similarity(result: CompareResult, stream: str | None = None) -> Figure:
         search.serve_labels,
         [m.best for m in search.matches],
         marked,
-        marked_label="what training used" if search.expected else "claimed",
+        marked_label="what training used" if by_training else "claimed",
     )
 
 
@@ -96,13 +97,11 @@ def position_drift(result: CompareResult, stream: str | None = None) -> Figure:
 
 def slice_composition(result: CompareResult, stream: str | None = None) -> Figure:
     search = pick_mapping(result, stream)
-    pair = next((s for s in result.streams if s.serve_stream == search.serve_stream), None)
-    train_claim = pair.train_claim if pair else _train_claim_for(result, search)
-    train_labels = _claim_labels(train_claim, result.num_layers)
+    pair = _pair_of(result, search)
     return plots.slice_composition_figure(
         f"{search.serve_stream}: what each slice is (measured on {search.tokens_sampled} tokens)",
-        pair.train_stream if pair else "training",
-        train_labels,
+        pair.train_stream if pair else "drafter input",
+        training_layout(result, search),
         search.serve_stream,
         search.claimed or search.serve_labels,
         search.measured,
@@ -110,11 +109,18 @@ def slice_composition(result: CompareResult, stream: str | None = None) -> Figur
     )
 
 
+def training_layout(result: CompareResult, search: MappingSearch) -> list[str]:
+    """Labels of the train slices this serve stream is judged against, in order."""
+    if search.expected:
+        return list(search.expected)
+    pair = _pair_of(result, search)
+    return _claim_labels(pair.train_claim if pair else {}, result.num_layers)
+
+
 def widths_differ(result: CompareResult, search: MappingSearch) -> bool:
     """The serve stream has a different number of slices than the train stream it is judged against."""
-    pair = next((s for s in result.streams if s.serve_stream == search.serve_stream), None)
-    train_claim = pair.train_claim if pair else _train_claim_for(result, search)
-    return bool(train_claim) and len(train_claim.get("hf_indices", ())) != len(search.serve_labels)
+    layout = training_layout(result, search)
+    return bool(layout) and len(layout) != len(search.serve_labels)
 
 
 def token_cosine_histogram(result: CompareResult, stream: str | None = None, train=None, serve=None) -> Figure:
@@ -147,9 +153,8 @@ def _unique_labels(search: MappingSearch) -> bool:
     return len(set(labels)) == len(labels)
 
 
-def _train_claim_for(result: CompareResult, search: MappingSearch) -> dict:
-    same_role = next((s for s in result.streams if s.role == search.role), None)
-    return same_role.train_claim if same_role else {}
+def _pair_of(result: CompareResult, search: MappingSearch) -> StreamComparison | None:
+    return next((s for s in result.streams if s.serve_stream == search.serve_stream), None)
 
 
 def _claim_labels(claim: dict, num_layers: int) -> list[str]:

@@ -48,6 +48,7 @@ table.ap tr.ap-bad td { background: #fde8e6; }
 table.ap-evidence td { text-align: left; vertical-align: top; font-family: ui-monospace, monospace; font-size: 12px; }
 figure { margin: 18px 0; } figure img { max-width: 100%; border: 1px solid #e0e0e4; }
 figcaption { color: #555; font-size: 13px; }
+details { margin: 6px 0; } summary { cursor: pointer; font-weight: 600; }
 code { background: #eef0f3; padding: 0 3px; border-radius: 3px; }
 .ap-muted { color: #666; }
 """
@@ -154,7 +155,8 @@ def layer_table(pair: StreamComparison, policy: dict[str, Any] | None = None) ->
 
 def mapping_table(search: MappingSearch) -> str:
     """Per serve slice: what it claims, what training used there, what it measures as, and how clearly."""
-    expected = search.expected or [""] * len(search.matches)
+    same_width = len(search.expected) == len(search.matches)
+    expected = search.expected if same_width else [""] * len(search.matches)
     rows = []
     for m, claimed, want in zip(search.matches, search.claimed or search.serve_labels, expected):
         wrong = bool(want) and m.best_label != want
@@ -166,7 +168,10 @@ def mapping_table(search: MappingSearch) -> str:
         )
     header = ('<tr><th>slice</th><th class="l">claimed</th><th class="l">training used</th><th class="l">measured</th>'
               '<th>cosine</th><th class="l">runner-up</th><th>margin</th></tr>')
-    note = f'<p class="ap-muted">Measured on {search.tokens_sampled} tokens ({escape(search.sampling)}).</p>'
+    note = f'<p class="ap-muted">Measured on {search.tokens_sampled} tokens ({escape(search.sampling)}).'
+    if search.expected and not same_width:
+        note += f" Training used {len(search.expected)} slices here: {escape(', '.join(search.expected))}."
+    note += "</p>"
     return f'<table class="ap">{header}{"".join(rows)}</table>{note}'
 
 
@@ -192,14 +197,20 @@ def tokens_html(result: CompareResult) -> str:
 
 
 def provenance_html(result: CompareResult) -> str:
-    def block(title: str, value: Any) -> str:
-        return f"<h3>{escape(title)}</h3><pre>{escape(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre>"
+    """Where each dump came from and the settings used, folded away (no script needed to unfold)."""
+
+    def block(title: str, value: dict[str, Any]) -> str:
+        rows = "".join(
+            f'<tr><td class="l">{escape(k)}</td><td class="l">{escape(json.dumps(v, sort_keys=True, default=str))}</td></tr>'
+            for k, v in value.items()
+        )
+        return f'<details><summary>{escape(title)}</summary><table class="ap ap-evidence">{rows}</table></details>'
 
     notes = "".join(f"<li>{escape(n)}</li>" for n in result.notes)
     return "".join([
         block("train dump", {"path": result.train_path, **result.train_provenance}),
         block("serve dump", {"path": result.serve_path, **result.serve_provenance}),
-        block("policy", result.policy),
+        block("policy (tolerances that made the verdict)", result.policy),
         block("options", {**result.options, "elapsed_s": round(result.elapsed_s, 2)}),
         f"<h3>Notes</h3><ul>{notes}</ul>" if notes else "",
     ])

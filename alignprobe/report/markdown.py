@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from alignprobe.compare.result import CompareResult, StreamComparison
 from alignprobe.report.html import format_number, format_value
 
@@ -29,7 +31,7 @@ def render_markdown(result: CompareResult, report_name: str = "report.html") -> 
         for f in shown:
             if f.severity == "info":
                 continue
-            evidence = ", ".join(f"{k}={format_value(v)}" for k, v in list(f.evidence.items())[:MAX_EVIDENCE])
+            evidence = ", ".join(f"{k}={format_value(v)}" for k, v in _short_evidence(f.evidence))
             lines.append(f"- **`{f.code}`**" + (f" ({_cell(evidence)})" if evidence else "") + (f": {f.fix}" if f.fix else ""))
         lines.append("")
     else:
@@ -42,14 +44,28 @@ def render_markdown(result: CompareResult, report_name: str = "report.html") -> 
 
 
 def _worst_slice_line(pair: StreamComparison) -> str:
-    if not pair.slices:
+    """Lowest cosine p1, highest rel-RMS and the norm-ratio range over a stream's HF indices."""
+    usable = [s for s in pair.slices if all(isinstance(v, float) and math.isfinite(v) for v in (s.cosine_p1, s.rel_rms, s.norm_ratio))]
+    if not usable:
         return ""
-    finite = [s for s in pair.slices if isinstance(s.cosine_p1, float) and s.cosine_p1 == s.cosine_p1]
-    if not finite:
-        return ""
-    worst = min(finite, key=lambda s: s.cosine_p1)
-    return (f"- `{pair.serve_stream}` ({len(pair.slices)} HF indices): worst {worst.label}, cosine p1 "
-            f"{format_number(worst.cosine_p1, 5)}, rel-RMS {format_number(worst.rel_rms, 3)}, norm ratio {format_number(worst.norm_ratio, 4)}")
+    low_cos = min(usable, key=lambda s: s.cosine_p1)
+    high_rms = max(usable, key=lambda s: s.rel_rms)
+    ratios = [s.norm_ratio for s in usable]
+    return (f"- `{pair.serve_stream}` ({len(pair.slices)} HF indices): lowest cosine p1 {format_number(low_cos.cosine_p1, 5)} "
+            f"at {low_cos.label}; highest rel-RMS {format_number(high_rms.rel_rms, 3)} at {high_rms.label}; "
+            f"norm ratio {format_number(min(ratios), 4)} to {format_number(max(ratios), 4)}")
+
+
+def _short_evidence(evidence: dict) -> list[tuple[str, object]]:
+    """The first few evidence entries that fit on a line: numbers, words, short lists of them."""
+    out = []
+    for key, value in evidence.items():
+        flat = not isinstance(value, (dict, list, tuple)) or all(not isinstance(v, (dict, list, tuple)) for v in value)
+        if flat and len(format_value(value)) <= 60:
+            out.append((key, value))
+        if len(out) == MAX_EVIDENCE:
+            break
+    return out
 
 
 def _cell(text: str) -> str:

@@ -68,35 +68,43 @@ def similarity_figure(
 ) -> Figure:
     """Mean cosine of every train HF index (rows) against every serve slice (columns).
 
-    ``chosen[j]`` is the row the comparer matched to serve slice ``j`` (boxed); ``marked[j]`` the
-    row it should have been, or was claimed to be (crossed), so an offset reads as a box beside a cross.
+    ``chosen[j]`` is the row the comparer matched to serve slice ``j`` (solid red box); ``marked[j]``
+    the row it should have been, or was claimed to be (dashed black box), so a layer offset reads as
+    a red box one row from a dashed one. Small matrices carry their values in the cells.
     """
     m = np.asarray(matrix, dtype=float)
     rows, cols = m.shape
-    fig = Figure(figsize=(max(4.5, 1.1 * cols + 3.0), max(3.5, 0.32 * rows + 1.8)), layout="constrained")
+    fig = Figure(figsize=(max(6.5, 1.0 * cols + 4.0), max(3.5, 0.34 * rows + 2.0)), layout="constrained")
     ax = fig.subplots()
-    image = ax.imshow(m, aspect="auto", cmap="viridis", vmin=min(0.0, np.nanmin(m)) if m.size else 0, vmax=1.0)
+    finite = m[np.isfinite(m)]
+    # Neighbouring layers of a real model agree to 0.9 and more: spread the colours over the range
+    # the values use, not over [-1, 1], so the best match stands out.
+    low = float(np.clip(np.floor(finite.min() * 20) / 20, -1.0, 0.95)) if finite.size else 0.0
+    image = ax.imshow(m, aspect="auto", cmap="viridis", vmin=low, vmax=1.0)
     fig.colorbar(image, ax=ax, label="mean per-token cosine")
-    for j, i in enumerate(chosen):
-        if i is not None:
-            ax.add_patch(_box(j, i, "#ff2d2d"))
-            ax.text(j, i, f"{m[i, j]:.3f}", ha="center", va="center", fontsize=7, color="white")
+    best = {(i, j) for j, i in enumerate(chosen) if i is not None}
+    if rows * cols <= 160:
+        for i in range(rows):
+            for j in range(cols):
+                r, g, b, _ = image.cmap(image.norm(m[i, j]))
+                ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+                weight = "bold" if (i, j) in best else "normal"
+                ax.text(j, i, f"{m[i, j]:.3f}", ha="center", va="center", fontsize=7, color=ink, weight=weight)
+    for i, j in best:
+        ax.add_patch(_box(j, i, "#ff2d2d"))
     for j, i in enumerate(marked or ()):
         if i is not None:
-            ax.plot(j, i, marker="x", ms=12, mew=2, color="#ffd92f", linestyle="none")
-    ax.set_xticks(range(cols), list(serve_labels), rotation=20, ha="right")
+            ax.add_patch(_box(j, i, "black", inset=0.12, linestyle="--"))
+    ax.set_xticks(range(cols), list(serve_labels), rotation=20 if cols > 1 else 0, ha="right" if cols > 1 else "center")
     ax.set_yticks(range(rows), list(train_labels))
     ax.set_xlabel("serve slice (as the serve dump claims it)")
     ax.set_ylabel("train HF index")
-    handles = [_box(0, 0, "#ff2d2d")]
-    labels = ["best match (chosen mapping)"]
+    handles, labels = [_box(0, 0, "#ff2d2d")], ["best match (measured)"]
     if marked is not None and any(i is not None for i in marked):
-        from matplotlib.lines import Line2D
-
-        handles.append(Line2D([], [], marker="x", ms=9, mew=2, color="#ffd92f", linestyle="none"))
+        handles.append(_box(0, 0, "black", linestyle="--"))
         labels.append(marked_label)
-    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize=8, frameon=False)
-    ax.set_title(title)
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=10, wrap=True)
     return fig
 
 
@@ -160,15 +168,19 @@ def slice_composition_figure(
     ax = fig.subplots()
     labels = sorted(set(train_slices) | set(serve_measured), key=_hf_sort_key)
     palette = {label: _color(k) for k, label in enumerate(labels)}
-    for row, name, top, bottom in (
-        (1, train_name, list(train_slices), [""] * len(train_slices)),
-        (0, serve_name, list(serve_measured), [_claim_text(c, m, s) for c, m, s in zip(serve_claimed, serve_measured, serve_similarity)]),
-    ):
+    serve_notes = [_claim_text(c, m, s) for c, m, s in zip(serve_claimed, serve_measured, serve_similarity)]
+    for row, top, bottom in ((1, list(train_slices), [""] * len(train_slices)), (0, list(serve_measured), serve_notes)):
         for j, (label, note) in enumerate(zip(top, bottom)):
-            ax.barh(row, 1.0, left=j, height=0.6, color=palette.get(label, "#cccccc"), edgecolor="black")
-            ax.text(j + 0.5, row + 0.06, label, ha="center", va="center", fontsize=10, weight="bold")
+            # A serve slice that is not what training put in that column is hatched: the drafter's fc
+            # weights for those columns were trained on something else.
+            wrong = row == 0 and (j >= len(train_slices) or train_slices[j] != label)
+            ax.barh(row, 1.0, left=j, height=0.6, color=palette.get(label, "#cccccc"), edgecolor="black",
+                    hatch="//" if wrong else None)
+            ax.text(j + 0.5, row + 0.06, label, ha="center", va="center", fontsize=10, weight="bold",
+                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1))
             if note:
-                ax.text(j + 0.5, row - 0.16, note, ha="center", va="center", fontsize=7)
+                ax.text(j + 0.5, row - 0.16, note, ha="center", va="center", fontsize=7,
+                        bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1))
     ax.set_yticks([1, 0], [f"train: {train_name}\n{len(train_slices)} x H", f"serve: {serve_name}\n{len(serve_claimed)} x H"])
     ax.set_xlim(0, slices)
     ax.set_ylim(-0.5, 1.5)
@@ -183,16 +195,18 @@ def _claim_text(claimed: str, measured: str, similarity: float) -> str:
     return f"{agreement}, cos {similarity:.3f}"
 
 
-def _box(col: int, row: int, color: str):
+def _box(col: int, row: int, color: str, inset: float = 0.0, linestyle: str = "-"):
     from matplotlib.patches import Rectangle
 
-    return Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, edgecolor=color, lw=2.5)
+    size = 1 - 2 * inset
+    return Rectangle((col - 0.5 + inset, row - 0.5 + inset), size, size, fill=False, edgecolor=color, lw=2.5,
+                     linestyle=linestyle)
 
 
 def _color(k: int):
     from matplotlib import colormaps
 
-    return colormaps["tab20"](k % 20)
+    return colormaps["tab10"](k % 10)
 
 
 def _hf_sort_key(label: str):

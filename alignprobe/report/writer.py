@@ -44,8 +44,9 @@ def report_figures(
                 figures.slice_composition(result, name),
             ))
         out.append((
-            f"{name}: mean cosine of every train HF index (rows) against every serve slice (columns). The red "
-            "box is the best match; the yellow cross is where it should be. A box beside its cross is a layer offset.",
+            f"{name}: mean cosine of every train HF index (rows) against every serve slice (columns). The solid "
+            "red box is the best match; the dashed box is what training used there (or, when the widths differ, "
+            "what the serve dump claims). A red box one row off its dashed box is a layer offset.",
             figures.similarity(result, name),
         ))
     for pair in result.streams:
