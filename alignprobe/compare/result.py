@@ -258,6 +258,43 @@ class CompareResult:
     def from_json(cls, text: str) -> "CompareResult":
         return cls.from_dict(json.loads(text))
 
+    # -- notebook view and plots (rendering lives in alignprobe.report) ----------------------------
+
+    def _repr_html_(self) -> str:
+        from alignprobe.report.notebook import repr_html
+
+        return repr_html(self)
+
+    def plot_similarity(self, stream: str | None = None):
+        """Heatmap: each train HF index against each serve slice, the measured mapping boxed."""
+        from alignprobe.report import figures
+
+        return figures.similarity(self, stream)
+
+    def plot_layers(self, stream: str | None = None):
+        """Cosine percentiles, rel-RMS and norm ratio per HF index of one compared stream."""
+        from alignprobe.report import figures
+
+        return figures.layer_metrics(self, stream)
+
+    def plot_positions(self, stream: str | None = None):
+        """Relative RMS error by token position, one line per HF index."""
+        from alignprobe.report import figures
+
+        return figures.position_drift(self, stream)
+
+    def plot_slices(self, stream: str | None = None):
+        """What each slice of the serve vector measures as, against the training layout."""
+        from alignprobe.report import figures
+
+        return figures.slice_composition(self, stream)
+
+    def plot_token_cosines(self, stream: str | None = None):
+        """Histogram of the per-token cosine per HF index (re-reads the two dumps)."""
+        from alignprobe.report import figures
+
+        return figures.token_cosine_histogram(self, stream)
+
 
 # -- (de)serialisation ---------------------------------------------------------------------------
 
