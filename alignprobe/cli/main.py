@@ -50,13 +50,16 @@ def cli() -> None:
 
 
 def _register() -> None:
+    from alignprobe.cli.demo import demo
     from alignprobe.cli.report import report
     from alignprobe.cli.capture import capture
+    from alignprobe.cli.import_ import import_command
     import alignprobe.cli.capture_sglang  # noqa: F401 - attaches `capture sglang`
     import alignprobe.cli.capture_vllm  # noqa: F401 - attaches `capture vllm`
     from alignprobe.cli.inspect import inspect
+    from alignprobe.cli.compare import compare
 
-    for command in (inspect, capture, report):
+    for command in (inspect, capture, report, compare, import_command, demo):
         cli.add_command(command)
 
 

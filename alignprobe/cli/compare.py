@@ -1,0 +1,61 @@
+"""``alignprobe compare --train-dump A --serve-dump B``: the gate a pipeline runs."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from alignprobe.compare import compare as run_compare
+from alignprobe.compare.policy import Policy, parse_override
+from alignprobe.compare.summary import format_summary
+from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
+
+
+@click.command()
+@click.option("--train-dump", required=True, type=click.Path(), help="Dump captured the way training extracts states.")
+@click.option("--serve-dump", required=True, type=click.Path(), help="Dump captured from the serving engine.")
+@click.option("--json", "json_path", type=click.Path(), help="Write the full result (findings, metrics, mapping) here.")
+@click.option("--policy", "policy_file", type=click.Path(), help="Tolerances from a JSON or TOML file (docs/policy.md).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override one tolerance, e.g. --set drift_fail_rel_rms=0.3 or --set severity.token_shift=error.")
+@click.option("--strict", is_flag=True, help="Exit 1 on WARN too, not only on FAIL.")
+@click.option("--sample", type=click.IntRange(min=1), help="Compare this many paired samples, evenly spread.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Compare at most this many aligned token rows.")
+@click.option("--mapping-tokens", type=click.IntRange(min=1), default=2048, show_default=True,
+              help="Token rows sampled for the layer-mapping search.")
+def compare(train_dump, serve_dump, json_path, policy_file, overrides, strict, sample, max_tokens, mapping_tokens) -> int:
+    """Compare per layer; name each disagreement with evidence and a fix; exit 0 pass/warn, 1 fail, 2 bad input."""
+    if json_path:
+        for dump in (train_dump, serve_dump):
+            if os.path.exists(json_path) and os.path.exists(dump) and os.path.samefile(json_path, dump):
+                raise BadInput(f"--json {json_path} is one of the input dumps: choose another path")
+    policy = Policy.from_file(policy_file) if policy_file else Policy()
+    if overrides:
+        merged: dict = {}
+        for text in overrides:
+            key, value = parse_override(text)
+            if key == "severity":
+                merged.setdefault("severity", {}).update(value)
+            else:
+                merged[key] = value
+        policy = policy.updated(merged)
+    result = run_compare(
+        train_dump, serve_dump, policy, sample=sample, max_tokens=max_tokens, mapping_tokens=mapping_tokens
+    )
+    if json_path:
+        _write_atomic(json_path, result.to_json())
+    click.echo(format_summary(result))
+    if json_path:
+        click.echo(f"\nfull result: {json_path}")
+    return EXIT_PASS if result.passed(strict=strict) else EXIT_FAIL
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise BadInput(f"--json {path}: cannot write it ({exc.strerror})") from None

@@ -1,0 +1,78 @@
+"""The one-screen terminal summary of a CompareResult: verdict, findings by severity, per-layer tables."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+from alignprobe.compare.result import CompareResult, SliceMetrics, StreamComparison
+
+WIDTH = 100
+MAX_ROWS = 10  # slices shown per stream: the rest are summarised, the worst always shown
+LABEL = {"error": "ERROR", "warn": "WARN ", "info": "info "}
+
+
+def format_summary(result: CompareResult, width: int = WIDTH) -> str:
+    t = result.tokens
+    lines = [
+        f"alignprobe compare: {result.verdict}",
+        f"  train {result.train_path}  vs  serve {result.serve_path}",
+        f"  H={result.hidden_size} N={result.num_layers}; {t.paired} samples paired, {t.compared_samples} compared, "
+        f"{t.aligned_tokens} token rows; {result.elapsed_s:.1f} s",
+    ]
+    if result.findings:
+        lines.append("")
+    for f in result.findings:
+        where = f" [{f.stream}]" if f.stream else ""
+        lines += textwrap.wrap(
+            f"{LABEL[f.severity]} {f.code}{where}: {f.title}", width, subsequent_indent="        "
+        )
+        if f.severity != "info" and f.fix:
+            lines += textwrap.wrap(f"fix: {f.fix}", width, initial_indent="        ", subsequent_indent="             ")
+    if not result.findings:
+        lines += ["", "no findings: the serve side feeds the drafter what training used, within tolerance"]
+    for comparison in result.streams:
+        lines += ["", *_table(result, comparison)]
+    return "\n".join(lines)
+
+
+def _table(result: CompareResult, c: StreamComparison) -> list[str]:
+    mapping = next((m for m in result.mappings if m.serve_stream == c.serve_stream), None)
+    measured = ""
+    if mapping is not None:
+        same = mapping.measured == mapping.expected[: len(mapping.measured)]
+        measured = f"; measured {' '.join(mapping.measured)}" + (" (as expected)" if same else " (NOT as expected)")
+    head = f"{c.serve_stream} ({c.role}) vs train {c.train_stream or 'layers'}{measured}"
+    rows = _pick(c.slices)
+    out = [
+        head,
+        f"  {'slice':<16}{'cos mean':>10}{'cos p1':>10}{'rel-RMS':>10}{'SQNR dB':>9}{'norm x':>9}"
+        f"{'max|d|':>10}{'bad rows':>10}",
+    ]
+    for m in rows:
+        bad = m.serve_health.nonfinite_rows + m.serve_health.degenerate_rows
+        bad += m.train_health.nonfinite_rows + m.train_health.degenerate_rows
+        out.append(
+            f"  {m.label:<16}{_f(m.cosine_mean, 6):>10}{_f(m.cosine_p1, 5):>10}{_g(m.rel_rms):>10}"
+            f"{_f(m.sqnr_db, 1):>9}{_g(m.norm_ratio):>9}{_g(m.max_abs_diff):>10}{bad:>10}"
+        )
+    if len(rows) < len(c.slices):
+        out.append(f"  ({len(rows)} of {len(c.slices)} slices shown, the worst included; --json has them all)")
+    return out
+
+
+def _pick(slices: list[SliceMetrics]) -> list[SliceMetrics]:
+    if len(slices) <= MAX_ROWS:
+        return slices
+    worst = max(range(len(slices)), key=lambda i: slices[i].rel_rms if math.isfinite(slices[i].rel_rms) else math.inf)
+    step = (len(slices) - 1) / (MAX_ROWS - 2)
+    keep = {round(i * step) for i in range(MAX_ROWS - 1)} | {worst}
+    return [slices[i] for i in sorted(keep)]
+
+
+def _f(x: float, digits: int) -> str:
+    return f"{x:.{digits}f}" if math.isfinite(x) else str(x)
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}" if math.isfinite(x) else str(x)
