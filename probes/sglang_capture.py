@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -42,6 +43,9 @@ from alignprobe.probes.sglang_facts import (
 
 ENGINE = "sglang"
 STREAM = "hidden_states"  # the contract's one SGLang stream, role drafter_input
+# A server answers a few prompts a second: write a shard at least this often, so kill -9 loses
+# seconds of requests, not the whole token buffer (DumpWriter flushes by size otherwise).
+FLUSH_EVERY_S = 10.0
 
 
 class SGLangBackend(Protocol):
@@ -115,6 +119,7 @@ def capture_from_backend(
     with DumpWriter(out_path, record, {STREAM: width.claim}, resume=resume, overwrite=overwrite) as writer:
         todo = [p for p in source.prompts if p.sample_id not in writer.done_ids]
         bar = _progress_bar(len(source.prompts), len(source.prompts) - len(todo), progress)
+        last_flush = time.monotonic()
         try:
             for prompt in todo:
                 if prompt is first:
@@ -124,6 +129,9 @@ def capture_from_backend(
                 _check_row(rows, prompt, width, dtype, backend.where)
                 writer.add(prompt.sample_id, prompt.token_ids, {STREAM: rows})
                 bar.update(1)
+                if time.monotonic() - last_flush >= FLUSH_EVERY_S:
+                    writer.flush()
+                    last_flush = time.monotonic()
         finally:
             bar.close()
     return os.fspath(out_path)

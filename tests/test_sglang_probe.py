@@ -357,3 +357,17 @@ def test_engine_backend_with_an_in_process_engine(model, train_dump, tmp_path):
     _assert_matches_train(out, train_dump, (2, 4, 5))
     with open_dump(out) as serve:
         assert serve.provenance.capture["server_info_endpoint"] == "Engine.get_server_info"
+
+
+def test_shards_are_written_while_capturing_so_kill_9_loses_little(model, prompts, tmp_path, monkeypatch):
+    # A shard per FLUSH_EVERY_S seconds (here: per prompt); an abrupt stop keeps them all.
+    import alignprobe.probes.sglang_capture as sglang_capture
+
+    monkeypatch.setattr(sglang_capture, "FLUSH_EVERY_S", 0.0)
+    shared = prompts + [Prompt("s5", prompts[0].token_ids[:9] + [1, 2, 3])]
+    out = tmp_path / "serve.h5"
+    with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3", radix_cache=True)) as server:
+        with pytest.raises(BadInput, match="radix cache"):
+            capture_sglang(server.url, shared, out, progress=False)
+    shards = sorted(f for f in os.listdir(f"{out}.partial") if f.startswith("shard-"))
+    assert len(shards) == len(prompts)  # one per prompt, written before the failure
