@@ -65,18 +65,26 @@ def token_sample_id(token_ids: Sequence[int]) -> str:
     return f"tok-{digest[:16]}"
 
 
-def content_ids(token_lists: Iterable[Sequence[int]]) -> list[str]:
-    """Ids for samples without one; the k-th repeat of the same tokens gets ``#k`` appended.
+class ContentIds:
+    """Ids for samples without one, one sample at a time: the k-th repeat of the same tokens gets ``#k``.
 
     Both a capture and an importer number repeats in file order, so repeats pair up too.
     """
-    seen: collections.Counter[str] = collections.Counter()
-    ids = []
-    for tokens in token_lists:
-        base = token_sample_id(tokens)
-        ids.append(base if not seen[base] else f"{base}#{seen[base]}")
-        seen[base] += 1
-    return ids
+
+    def __init__(self) -> None:
+        self._seen: collections.Counter[str] = collections.Counter()
+
+    def __call__(self, token_ids: Sequence[int]) -> str:
+        base = token_sample_id(token_ids)
+        repeat = self._seen[base]
+        self._seen[base] += 1
+        return f"{base}#{repeat}" if repeat else base
+
+
+def content_ids(token_lists: Iterable[Sequence[int]]) -> list[str]:
+    """:class:`ContentIds` over a whole list."""
+    assign = ContentIds()
+    return [assign(tokens) for tokens in token_lists]
 
 
 def chat_template_sha256(tokenizer) -> str:

@@ -1,0 +1,11 @@
+"""Read foreign hidden-state dumps (SpecForge, speculators, EAGLE ge_data) into alignprobe dumps.
+
+``open_source(path)`` opens any of them (or one of ours) as a Dump; ``import_source`` writes the
+import to a file. Each reader says which source version its layout was read from.
+"""
+
+from alignprobe.importers.detect import detect_format
+from alignprobe.importers.importer import ImportPlan, ImportResult, import_source, plan_import
+from alignprobe.importers.source import open_source
+
+__all__ = ["ImportPlan", "ImportResult", "detect_format", "import_source", "open_source", "plan_import"]

@@ -1,0 +1,38 @@
+"""What a path holds: one of our dumps, or which foreign layout."""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+
+from alignprobe.errors import BadInput
+from alignprobe.importers import specforge, speculators
+from alignprobe.importers.files import load_torch_dict
+
+DUMP, SPECFORGE, SPECULATORS, EAGLE = "dump", "specforge", "speculators", "eagle"
+FOREIGN_FORMATS = (SPECFORGE, SPECULATORS, EAGLE)
+
+
+def detect_format(path: str | os.PathLike) -> str:
+    """``dump``, ``specforge``, ``speculators`` or ``eagle``; BadInput when it is none of them."""
+    path = os.fspath(path)
+    if os.path.isfile(path) and h5py.is_hdf5(path):
+        return DUMP
+    if not os.path.exists(path):
+        raise BadInput(f"{path}: no such file or directory")
+    if speculators.list_files(path) and (os.path.isdir(path) or path.endswith(speculators.SUFFIX)):
+        return SPECULATORS
+    ckpts = specforge.list_files(path) if os.path.isdir(path) or path.endswith(specforge.SUFFIXES) else []
+    if ckpts:
+        # SpecForge and EAGLE ge_data share file names: the keys of the first file tell them apart.
+        layout = specforge.layout_of(load_torch_dict(ckpts[0]))
+        if layout == "eagle":
+            return EAGLE
+        if layout.startswith("specforge"):
+            return SPECFORGE
+        raise BadInput(f"{ckpts[0]}: a .ckpt file, but with neither SpecForge's nor EAGLE ge_data's keys")
+    raise BadInput(
+        f"{path}: neither an alignprobe dump nor a known hidden-state dump (SpecForge data_*.ckpt, "
+        "speculators hs_*.safetensors, EAGLE ge_data data_*.ckpt)"
+    )

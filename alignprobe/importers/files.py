@@ -1,0 +1,82 @@
+"""Open one foreign file safely: torch.save checkpoints (plain or gzip) and safetensors.
+
+``torch.load(weights_only=True)`` only: a training dump downloaded from elsewhere must not be able
+to run code on load. Whatever goes wrong becomes one line naming the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import pickle
+import re
+import zipfile
+
+import torch
+
+from alignprobe.errors import BadInput
+
+INDEX = re.compile(r"^(?:data|hs)_(\d+)\.")
+
+
+def file_index(path: str) -> int | None:
+    """The sample index in a SpecForge/EAGLE ``data_12.ckpt`` or speculators ``hs_12.safetensors`` name."""
+    match = INDEX.match(os.path.basename(path))
+    return int(match.group(1)) if match else None
+
+
+def load_torch_dict(path: str) -> dict:
+    """A ``torch.save`` dict (``.ckpt`` or ``.ckpt.gz``), loaded with ``weights_only=True``."""
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                raw = fh.read()
+            _check_torch_magic(raw[:4], path)
+            data = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        else:
+            with open(path, "rb") as fh:
+                _check_torch_magic(fh.read(4), path)
+            data = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    except (gzip.BadGzipFile, EOFError, zipfile.BadZipFile) as exc:
+        raise BadInput(f"{path}: not a readable torch.save file, it is truncated or damaged ({_one_line(exc)})") from None
+    except pickle.UnpicklingError as exc:
+        if "weights_only" in str(exc):
+            raise BadInput(
+                f"{path}: holds objects other than tensors, which alignprobe will not unpickle "
+                "(it loads with weights_only=True so a file cannot run code)"
+            ) from None
+        raise BadInput(f"{path}: not a torch.save file ({_one_line(exc)})") from None
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise BadInput(f"{path}: not a torch.save file ({_one_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: holds a {type(data).__name__}, not the dict of tensors a hidden-state dump saves")
+    return data
+
+
+def _check_torch_magic(head: bytes, path: str) -> None:
+    # torch.save writes a zip archive (since torch 1.6) or, in the legacy format, a pickle stream.
+    if not (head.startswith(b"PK\x03\x04") or head.startswith(b"\x80")):
+        raise BadInput(f"{path}: not a torch.save file (it starts with neither a zip nor a pickle header)")
+
+
+class SafetensorsFile:
+    """One safetensors file opened lazily: tensors are read one at a time."""
+
+    def __init__(self, path: str):
+        from safetensors import SafetensorError, safe_open
+
+        self.path = path
+        try:
+            self._handle = safe_open(path, framework="pt", device="cpu")
+            self.keys = set(self._handle.keys())
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise BadInput(f"{path}: not a readable safetensors file ({_one_line(exc)})") from None
+
+    def tensor(self, key: str) -> torch.Tensor:
+        return self._handle.get_tensor(key)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

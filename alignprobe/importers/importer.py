@@ -1,0 +1,309 @@
+"""Turn a foreign hidden-state dump into ours, one file at a time (bounded memory).
+
+The files say little about themselves: which layer ids the producing run used and the target's
+layer count come from the user (or a drafter / target config), and the system's convention
+(alignprobe.conventions.map_layer_ids) turns those ids into HF indices. Sample ids are the hash
+of the token ids (as a capture of prompts without ids names them), or the ids of a reference dump
+whose samples hold the same tokens (``ids_from``), so the import pairs with a capture.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from typing import Sequence
+
+import torch
+
+from alignprobe.conventions import default_layer_ids, map_layer_ids
+from alignprobe.dump import DumpWriter, Provenance, StreamClaim, open_dump
+from alignprobe.dump.encoding import dtype_name
+from alignprobe.dump.reader import PARTIAL_SUFFIX
+from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL
+from alignprobe.dump.writer import DEFAULT_SHARD_TOKENS
+from alignprobe.errors import BadInput
+from alignprobe.importers import specforge, speculators
+from alignprobe.importers.detect import DUMP, EAGLE, SPECFORGE, SPECULATORS, detect_format
+from alignprobe.importers.layer_ids import infer_num_layers, layer_ids_from_config, num_layers_from_config
+from alignprobe.importers.sample import ForeignSample
+from alignprobe.probes.prompts import ContentIds, token_sample_id
+
+
+@dataclasses.dataclass
+class ImportPlan:
+    """What the files will become: the claims, and how the layer ids were arrived at."""
+
+    format: str
+    files: list[str]
+    num_layers: int
+    hidden_size: int
+    layer_ids: tuple[int, ...]
+    hf_indices: tuple[int, ...]
+    rule: str
+    streams: dict[str, StreamClaim]
+    aux_slices: int  # slices of the file's aux tensor that go to the aux stream (the rest is the final state)
+    file_width: int  # width of the file's layer states (every file must match the first)
+    notes: list[str]
+
+
+@dataclasses.dataclass
+class ImportResult:
+    """What an import wrote."""
+
+    path: str
+    plan: ImportPlan
+    samples: int
+    tokens: int
+    padded_samples: int  # samples whose right padding was dropped
+    padding_tokens: int
+    matched_ids: int | None  # samples named after the reference dump (None without ids_from)
+
+    def summary(self) -> str:
+        p = self.plan
+        lines = [
+            f"wrote {self.path}: {self.samples} samples, {self.tokens} tokens from {len(p.files)} {p.format} files",
+            f"  layer ids {list(p.layer_ids)} -> HF {list(p.hf_indices)}  ({p.rule})" if p.layer_ids else "",
+        ]
+        for name, claim in p.streams.items():
+            labels = ", ".join(claim.slice_label(j) for j in range(len(claim.hf_indices)))
+            lines.append(f"  stream {name!r} ({claim.role}): {labels}, {claim.dtype}")
+        if self.padded_samples:
+            lines.append(f"  dropped right padding: {self.padding_tokens} tokens from {self.padded_samples} samples")
+        if self.matched_ids is not None:
+            lines.append(f"  sample ids: {self.matched_ids} of {self.samples} matched the reference dump by tokens")
+        lines += [f"  note: {n}" for n in p.notes]
+        return "\n".join(line for line in lines if line)
+
+
+def plan_import(
+    source: str | os.PathLike,
+    *,
+    system: str | None = None,
+    layer_ids: Sequence[int] | None = None,
+    config: str | os.PathLike | None = None,
+    num_layers: int | None = None,
+    target_config: str | os.PathLike | None = None,
+) -> ImportPlan:
+    """Read the first file and the user's facts; decide every stream's claim. Writes nothing."""
+    source = os.fspath(source)
+    fmt = detect_format(source)
+    if fmt == DUMP:
+        raise BadInput(f"{source}: already an alignprobe dump, nothing to import")
+    if system is not None and system.lower() != fmt:
+        raise BadInput(f"{source}: the files are {fmt} files, not {system}: drop --system or point at the right folder")
+    files = speculators.list_files(source) if fmt == SPECULATORS else specforge.list_files(source)
+    first = read_sample(fmt, files[0])
+    notes: list[str] = []
+    ids, ids_source = _given_ids(layer_ids, config)
+    hidden = first.hidden_size
+    if fmt == SPECFORGE and hidden is None:
+        if ids is None:
+            raise BadInput(f"{files[0]}: no final hidden_state to take H from: give --layer-ids so H = width / count")
+        hidden = first.aux.shape[-1] // len(ids)
+        if hidden * len(ids) != first.aux.shape[-1]:
+            raise BadInput(f"{files[0]}: aux_hidden_state is {first.aux.shape[-1]} wide, not {len(ids)} equal slices")
+    slices = first.aux.shape[-1] // hidden if first.aux is not None else 0
+    n, how = _num_layers(fmt, ids, slices, num_layers, target_config)
+    if how:
+        notes.append(how)
+
+    if fmt == EAGLE:
+        if ids is not None:
+            notes.append("EAGLE ge_data holds only the final state: the layer ids were not needed")
+        final = _claim(first.final, (n,), hidden, n, FINAL_NORM_POST, ROLE_FINAL, "EAGLE ge_data hidden_state: HF[-1]")
+        return ImportPlan(fmt, files, n, hidden, (), (), "", {"final": final}, 0, 0, notes)
+
+    if ids is None:
+        ids = list(default_layer_ids(fmt, n))
+        ids_source = "default"
+        notes.append(f"no layer ids given: assumed {fmt}'s default {ids} for N={n}")
+    if fmt == SPECULATORS and len(ids) == slices - 1:
+        ids = ids + [n]
+        notes.append(f"{slices} slices for {slices - 1} ids: appended N={n} (speculators' --include-last-layer)")
+    if len(ids) != slices:
+        raise BadInput(
+            f"{files[0]}: the file holds {slices} layer slices of hidden size {hidden}, "
+            f"but {len(ids)} layer ids were given ({ids}): give one id per slice"
+        )
+    mapping = map_layer_ids(fmt, ids, n)
+    streams: dict[str, StreamClaim] = {}
+    aux_slices = slices
+    if fmt == SPECULATORS and ids[-1] == n:
+        aux_slices = slices - 1  # speculators' last slice is the last layer's pre-norm output: the final state
+        streams["final"] = _claim(first.aux, (n,), hidden, n, FINAL_NORM_PRE, ROLE_FINAL,
+                                  f"speculators slice {slices - 1}: layer id {n}, the pre-norm final state")
+    if aux_slices:
+        streams["aux"] = _claim(first.aux, mapping.hf_indices[:aux_slices], hidden, n, mapping.final_norm,
+                                ROLE_DRAFTER_INPUT, f"{fmt} layer ids {ids[:aux_slices]} ({ids_source}): {mapping.rule}")
+    if fmt == SPECFORGE and first.final is not None:
+        streams["final"] = _claim(first.final, (n,), hidden, n, FINAL_NORM_POST, ROLE_FINAL,
+                                  "SpecForge hidden_state: the post-norm final state SGLang returns")
+    return ImportPlan(fmt, files, n, hidden, tuple(ids), tuple(mapping.hf_indices), mapping.rule, streams,
+                      aux_slices, slices * hidden, notes)
+
+
+def import_source(
+    source: str | os.PathLike,
+    out_path: str | os.PathLike,
+    *,
+    system: str | None = None,
+    layer_ids: Sequence[int] | None = None,
+    config: str | os.PathLike | None = None,
+    num_layers: int | None = None,
+    target_config: str | os.PathLike | None = None,
+    ids_from: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    shard_tokens: int = DEFAULT_SHARD_TOKENS,
+) -> ImportResult:
+    """Import a foreign dump (SpecForge, speculators or EAGLE ge_data) into the dump ``out_path``."""
+    plan = plan_import(source, system=system, layer_ids=layer_ids, config=config, num_layers=num_layers,
+                       target_config=target_config)
+    names = _SampleNames(ids_from)
+    provenance = Provenance.here(
+        engine=plan.format,
+        model=os.fspath(target_config) if target_config else "",
+        dtype=next(iter(plan.streams.values())).dtype,
+        capture={
+            "imported_from": os.path.abspath(os.fspath(source)),
+            "format": plan.format,
+            "files": len(plan.files),
+            "layer_ids": list(plan.layer_ids),
+            "hf_indices": list(plan.hf_indices),
+            "rule": plan.rule,
+            "num_layers": plan.num_layers,
+            "notes": plan.notes,
+        },
+    )
+    partial = os.fspath(out_path) + PARTIAL_SUFFIX
+    if os.path.isdir(partial):
+        raise BadInput(f"{partial}/ is left from an unfinished run: delete it, or choose another output path")
+    writer = DumpWriter(out_path, provenance, plan.streams, overwrite=overwrite, shard_tokens=shard_tokens)
+    try:
+        counts = _write_all(plan, names, writer, progress)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # an import is redone from scratch, never resumed
+        raise
+    writer.finish()
+    return ImportResult(os.fspath(out_path), plan, len(plan.files), *counts, names.matched)
+
+
+def read_sample(fmt: str, path: str) -> ForeignSample:
+    return speculators.read(path) if fmt == SPECULATORS else specforge.read(path, fmt)
+
+
+# -- plumbing ------------------------------------------------------------------------------------
+
+
+def _write_all(plan: ImportPlan, names: "_SampleNames", writer: DumpWriter, progress: bool) -> tuple[int, int, int]:
+    """Every file into the writer, one at a time; returns (tokens, padded samples, padding tokens)."""
+    from tqdm.auto import tqdm
+
+    tokens = padded = padding_tokens = 0
+    for path in tqdm(plan.files, desc=f"import {plan.format}", unit="file", disable=not progress):
+        sample = read_sample(plan.format, path)
+        _check_like_first(sample, plan)
+        pad = specforge.padding_length(sample) if plan.format == SPECFORGE else 0
+        sample_id, pad = names.name(sample.token_ids.tolist(), pad)
+        if pad:
+            sample = sample.truncated(len(sample.token_ids) - pad)
+            padded, padding_tokens = padded + 1, padding_tokens + pad
+        if sample_id in writer.done_ids:
+            raise BadInput(f"{path}: sample id {sample_id!r} was already taken by another file (the same tokens twice?)")
+        writer.add(sample_id, sample.token_ids, _streams_of(sample, plan))
+        tokens += len(sample.token_ids)
+    return tokens, padded, padding_tokens
+
+
+def _given_ids(layer_ids, config) -> tuple[list[int] | None, str]:
+    if layer_ids is not None and config is not None:
+        raise BadInput("give the layer ids once: --layer-ids or --drafter-config, not both")
+    if config is not None:
+        ids, key = layer_ids_from_config(config)
+        return ids, f"from {os.fspath(config)} {key}"
+    if layer_ids is not None:
+        ids = [int(i) for i in layer_ids]
+        if not ids or min(ids) < 0:
+            raise BadInput(f"layer ids {ids}: give non-negative layer ids")
+        return ids, "as given"
+    return None, ""
+
+
+def _num_layers(fmt, ids, slices, num_layers, target_config) -> tuple[int, str]:
+    if num_layers is not None and target_config is not None:
+        raise BadInput("give the layer count once: --num-layers or --target-config, not both")
+    if target_config is not None:
+        return num_layers_from_config(target_config), f"N from {os.fspath(target_config)}"
+    if num_layers is not None:
+        if int(num_layers) < 1:
+            raise BadInput(f"--num-layers {num_layers}: give the target model's decoder layer count")
+        return int(num_layers), ""
+    n, how = infer_num_layers(fmt, ids, slices)
+    if n is None:
+        raise BadInput(
+            f"the {fmt} files do not say how many layers the target model has: give --num-layers N "
+            "or --target-config path/to/target/config.json"
+        )
+    return n, how
+
+
+def _claim(tensor: torch.Tensor, hf, hidden, n, final_norm, role, note) -> StreamClaim:
+    try:
+        dtype = dtype_name(tensor)
+    except ValueError:
+        dtype = "float32"  # e.g. float64 in a hand-made file: widened exactly on the way in
+    try:
+        return StreamClaim(tuple(hf), hidden, n, dtype, final_norm, role, note)
+    except ValueError as exc:
+        raise BadInput(f"cannot describe the imported states: {exc}") from None
+
+
+def _check_like_first(sample: ForeignSample, plan: ImportPlan) -> None:
+    if sample.hidden_size is not None and sample.hidden_size != plan.hidden_size:
+        raise BadInput(f"{sample.path}: hidden size {sample.hidden_size}, but the first file's is {plan.hidden_size}")
+    have = sample.aux.shape[-1] if sample.aux is not None else 0
+    if have != plan.file_width:
+        raise BadInput(f"{sample.path}: the layer states are {have} wide, but the first file's are {plan.file_width}")
+    if ("final" in plan.streams and plan.format != SPECULATORS) and sample.final is None:
+        raise BadInput(f"{sample.path}: no final hidden_state, unlike the first file")
+
+
+def _streams_of(sample: ForeignSample, plan: ImportPlan) -> dict[str, torch.Tensor]:
+    h = plan.hidden_size
+    out = {}
+    if "aux" in plan.streams:
+        out["aux"] = sample.aux[:, : plan.aux_slices * h]
+    if "final" in plan.streams:
+        out["final"] = sample.final if plan.format != SPECULATORS else sample.aux[:, plan.aux_slices * h :]
+    return out
+
+
+class _SampleNames:
+    """Sample ids: a reference dump's id for the same tokens, else the hash of the tokens."""
+
+    def __init__(self, ids_from):
+        self.reference: dict[str, str] | None = None
+        self.matched: int | None = None
+        self._assign = ContentIds()
+        if ids_from is not None:
+            assign = ContentIds()
+            with open_dump(ids_from) as ref:
+                self.reference = {assign(ref.token_ids(i).tolist()): sid for i, sid in enumerate(ref.sample_ids)}
+            self.matched = 0
+
+    def name(self, tokens: list[int], pad: int) -> tuple[str, int]:
+        """``(sample id, padding to drop)`` for a sample whose last ``pad`` tokens look like padding."""
+        key = self._assign(tokens[: len(tokens) - pad])
+        if self.reference is None:
+            return key, pad
+        if key in self.reference:
+            self.matched += 1
+            return self.reference[key], pad
+        # Token id 0 can be real: give back trailing zeros one at a time while the reference says so.
+        for keep in range(1, pad + 1):
+            candidate = token_sample_id(tokens[: len(tokens) - pad + keep])
+            if candidate in self.reference:
+                self.matched += 1
+                return self.reference[candidate], pad - keep
+        return key, pad

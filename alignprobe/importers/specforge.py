@@ -1,0 +1,110 @@
+"""SpecForge's offline hidden states, and the legacy EAGLE ``ge_data`` files that share their shape.
+
+Read from SpecForge's source (sgl-project/SpecForge a6b6b02, 2026-08-08):
+- scripts/prepare_hidden_states.py writes one ``torch.save`` dict a sample to
+  ``{out}/rows_{g}-{g+2000}/data_{idx}.ckpt`` (``.ckpt.gz`` with --compress), keys ``input_ids [S]``,
+  ``loss_mask [S]``, ``aux_hidden_state [1, S, 3H]``, ``hidden_state [1, S, H]`` (the final state
+  SGLang returns: post-norm), in the model's dtype.
+- Rows come from a batch padded by DataCollatorWithPadding (specforge/data/utils.py): zeros appended
+  to input_ids and loss_mask, and the padded row is run through the model whole, so a file's tail may
+  be pad tokens (id 0, loss_mask 0) with states of their own. The importer drops that tail.
+- The online layout (specforge/algorithms/eagle3/providers.py) names the aux concat ``hidden_state``
+  and the final state ``target``: the same key means another tensor. Both layouts are read.
+
+Legacy EAGLE-1/2 (SafeAILab/EAGLE bfeb532, eagle/ge_data/ge_data_all_*.py): ``{outdir}/{index}/data_{i}.ckpt``
+dicts of ``input_ids [S]``, ``hidden_state [S, H]`` (``hidden_states[-1]``, post-norm) and ``loss_mask [S]``,
+one sample a file, no padding.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from alignprobe.errors import BadInput
+from alignprobe.importers.files import file_index, load_torch_dict
+from alignprobe.importers.sample import ForeignSample, as_states, as_token_ids
+
+SUFFIXES = (".ckpt", ".ckpt.gz")
+PAD_TOKEN = 0  # what DataCollatorWithPadding fills input_ids with
+
+
+def list_files(root: str) -> list[str]:
+    """Every ``data_<idx>.ckpt[.gz]`` under ``root`` (or ``root`` itself), by sample index."""
+    if os.path.isfile(root):
+        return [root]
+    found = []
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            if name.startswith("data_") and name.endswith(SUFFIXES) and file_index(name) is not None:
+                found.append(os.path.join(folder, name))
+    return sorted(found, key=lambda p: (file_index(p), p))
+
+
+def layout_of(keys) -> str:
+    """``specforge`` (offline keys), ``specforge-online``, ``eagle`` (ge_data) or ``unknown``."""
+    keys = set(keys)
+    if "aux_hidden_state" in keys:
+        return "specforge"
+    if "target" in keys and "hidden_state" in keys:
+        return "specforge-online"
+    if "hidden_state" in keys and "input_ids" in keys:
+        return "eagle"
+    return "unknown"
+
+
+def read(path: str, expected_layout: str) -> ForeignSample:
+    """One file of ``expected_layout`` (``specforge`` covers both SpecForge layouts)."""
+    data = load_torch_dict(path)
+    layout = layout_of(data)
+    family = "eagle" if layout == "eagle" else "specforge" if layout.startswith("specforge") else layout
+    if family != expected_layout:
+        raise BadInput(
+            f"{path}: keys {sorted(data)} are not a {expected_layout} hidden-state file "
+            f"({_expected_keys(expected_layout)})"
+        )
+    if "input_ids" not in data:
+        raise BadInput(f"{path}: no input_ids (keys: {sorted(data)})")
+    tokens = as_token_ids(data["input_ids"], path, "input_ids")
+    loss_mask = None
+    if "loss_mask" in data:
+        mask = data["loss_mask"]
+        if not isinstance(mask, torch.Tensor):
+            raise BadInput(f"{path}: loss_mask is a {type(mask).__name__}, expected a tensor")
+        loss_mask = as_token_ids(mask.ne(0), path, "loss_mask")  # 0/1 of any dtype (EAGLE variants use float)
+        if len(loss_mask) != len(tokens):
+            raise BadInput(f"{path}: loss_mask holds {len(loss_mask)} tokens but input_ids holds {len(tokens)}")
+    aux = final = None
+    if layout == "specforge":
+        aux = as_states(data["aux_hidden_state"], path, "aux_hidden_state", len(tokens), 2)
+        if "hidden_state" in data:
+            final = as_states(data["hidden_state"], path, "hidden_state", len(tokens), 2)
+    elif layout == "specforge-online":
+        aux = as_states(data["hidden_state"], path, "hidden_state (online layout: the aux concat)", len(tokens), 2)
+        final = as_states(data["target"], path, "target", len(tokens), 2)
+    else:
+        final = as_states(data["hidden_state"], path, "hidden_state", len(tokens), 2)
+    hidden = int(final.shape[-1]) if final is not None else None
+    if aux is not None and hidden is not None and aux.shape[-1] % hidden:
+        raise BadInput(f"{path}: the aux states are {aux.shape[-1]} wide, not a multiple of the final state's {hidden}")
+    return ForeignSample(path, file_index(path), tokens, loss_mask, aux, final, hidden)
+
+
+def padding_length(sample: ForeignSample) -> int:
+    """Tokens of right padding at the end: the trailing run of pad id 0 with loss_mask 0."""
+    if sample.loss_mask is None:
+        return 0
+    pad = (sample.token_ids == PAD_TOKEN) & (sample.loss_mask == 0)
+    count = 0
+    for is_pad in pad[::-1]:
+        if not is_pad:
+            break
+        count += 1
+    return count
+
+
+def _expected_keys(layout: str) -> str:
+    if layout == "eagle":
+        return "expected input_ids, hidden_state, loss_mask"
+    return "expected input_ids, loss_mask, aux_hidden_state, hidden_state (or online: hidden_state, target)"
