@@ -5,11 +5,14 @@ Skips without Chromium, unless ALIGNPROBE_REQUIRE_BROWSER=1 (CI), where a missin
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from PIL import Image
 
 from alignprobe.report import write_report
+from demo_run import demo_run
 from headless_browser import chromium_or_skip, view_page
 from report_samples import offset_result, width_result
 
@@ -52,3 +55,14 @@ def test_probe_sees_a_broken_image(chromium, tmp_path):
     page = view_page(chromium, str(page_path), str(tmp_path))
     assert page.verdict == "PASS"
     assert [img["width"] for img in page.images] == [0, 0]  # remote: name resolution is mapped away
+
+
+@pytest.mark.parametrize("scenario, verdict, images", [("clean", "PASS", 4), ("offset_plus1", "FAIL", 4)])
+def test_demo_report_renders_in_chromium(chromium, tmp_path, scenario, verdict, images):
+    """A real report (the demo's): similarity, per-layer, position and per-token plots all decode."""
+    run = demo_run()
+    assert run.returncode == 0, run.stderr
+    page = view_page(chromium, os.path.join(run.out_dir, scenario, "report.html"), str(tmp_path))
+    assert page.verdict == verdict and page.verdict_visible and page.verdict_top < 100
+    assert len(page.images) == images
+    assert all(img["complete"] and img["width"] > 100 and img["height"] > 100 for img in page.images), page.images

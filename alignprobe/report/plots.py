@@ -7,10 +7,24 @@ Every axis speaks in HF-index terms (``HF[30]``), the coordinates a user can act
 
 from __future__ import annotations
 
+import io
 from typing import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
+
+class ReportFigure(Figure):
+    """A Figure that shows itself as a PNG in any notebook, whatever matplotlib backend is active.
+
+    Without pyplot, IPython has no display hook for a bare Figure under a non-inline backend
+    (MPLBACKEND=Agg, as CI sets it) and would print ``<Figure size ...>`` instead of the plot.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
 
 # Quantile lines of the per-token cosine, darkest for the worst tokens.
 _COSINE_STYLE = {
@@ -31,7 +45,7 @@ def layer_metrics_figure(
 ) -> Figure:
     """Cosine percentiles, relative RMS error and norm ratio for each compared HF index of a stream."""
     x = np.arange(len(hf_labels))
-    fig = Figure(figsize=(max(6.0, 0.55 * len(x) + 3), 7.0), layout="constrained")
+    fig = ReportFigure(figsize=(max(6.0, 0.55 * len(x) + 3), 7.0), layout="constrained")
     ax_cos, ax_rms, ax_norm = fig.subplots(3, 1, sharex=True)
     for name, values in cosine.items():
         color, style = _COSINE_STYLE.get(name, (None, "-"))
@@ -74,7 +88,7 @@ def similarity_figure(
     """
     m = np.asarray(matrix, dtype=float)
     rows, cols = m.shape
-    fig = Figure(figsize=(max(6.5, 1.0 * cols + 4.0), max(3.5, 0.34 * rows + 2.0)), layout="constrained")
+    fig = ReportFigure(figsize=(max(6.5, 1.0 * cols + 4.0), max(3.5, 0.34 * rows + 2.0)), layout="constrained")
     ax = fig.subplots()
     finite = m[np.isfinite(m)]
     # Neighbouring layers of a real model agree to 0.9 and more: spread the colours over the range
@@ -110,7 +124,7 @@ def similarity_figure(
 
 def cosine_histogram_figure(title: str, series: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> Figure:
     """Distribution of per-token cosine, one step curve per HF index: ``{label: (bin_edges, counts)}``."""
-    fig = Figure(figsize=(7.0, 3.8), layout="constrained")
+    fig = ReportFigure(figsize=(7.0, 3.8), layout="constrained")
     ax = fig.subplots()
     low = 1.0
     for label, (edges, counts) in series.items():
@@ -135,7 +149,7 @@ def position_drift_figure(
 ) -> Figure:
     """One metric against token position (bucketed), one line per HF index: drift that grows along the sequence."""
     x = np.arange(len(position_labels))
-    fig = Figure(figsize=(7.0, 3.8), layout="constrained")
+    fig = ReportFigure(figsize=(7.0, 3.8), layout="constrained")
     ax = fig.subplots()
     for label, values in series.items():
         ax.plot(x, _floats(values), "o-", ms=3, label=label)
@@ -164,7 +178,7 @@ def slice_composition_figure(
     comparer measured, with the claim underneath, so "H wide, and that H is HF[N]" is one glance.
     """
     slices = max(len(train_slices), len(serve_claimed), 1)
-    fig = Figure(figsize=(max(7.0, 2.4 * slices), 2.6), layout="constrained")
+    fig = ReportFigure(figsize=(max(7.0, 2.4 * slices), 2.6), layout="constrained")
     ax = fig.subplots()
     labels = sorted(set(train_slices) | set(serve_measured), key=_hf_sort_key)
     palette = {label: _color(k) for k, label in enumerate(labels)}
