@@ -170,10 +170,12 @@ def claim_for_width(
     k = width // h
     algo = facts.speculative_algorithm or "none"
     if k == 1:
-        meaning = (
-            f"width {width} = H: the post-norm final state HF[{n}]; EAGLE-3 aux capture is off "
-            f"(speculative algorithm {algo}; only EAGLE3 captures aux states)"
+        why = (
+            "although the server reports EAGLE3: check the draft config's use_aux_hidden_state"
+            if facts.aux_capture_expected
+            else f"speculative algorithm {algo}; only EAGLE3 captures aux states"
         )
+        meaning = f"width {width} = H: the post-norm final state HF[{n}]; EAGLE-3 aux capture is off ({why})"
         claim = StreamClaim((n,), h, n, dtype, FINAL_NORM_POST, ROLE_DRAFTER_INPUT, meaning)
         return WidthClaim(claim, width, meaning, None)
     explicit = layer_ids is not None
