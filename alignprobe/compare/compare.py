@@ -227,8 +227,8 @@ def _measure(
             role=plan.role,
             train_stream=plan.train_stream,
             serve_stream=plan.serve_stream,
-            train_claim=dataclasses.asdict(train.streams[plan.train_stream]) if plan.train_stream else {},
-            serve_claim=dataclasses.asdict(sclaim),
+            train_claim=_claim_dict(train.streams[plan.train_stream]) if plan.train_stream else {},
+            serve_claim=_claim_dict(sclaim),
         )
         for p in (p for p in pairs if p.plan is plan):
             tclaim = train.streams[p.train_stream]
@@ -247,3 +247,8 @@ def _measure(
             )
         out.append(comparison)
     return out
+
+
+def _claim_dict(claim) -> dict:
+    """A claim as plain JSON types (a tuple would come back from JSON as a list and compare unequal)."""
+    return {**dataclasses.asdict(claim), "hf_indices": list(claim.hf_indices)}

@@ -1,0 +1,145 @@
+"""Mapping search and layout / numeric diagnoses on synthetic dumps with known answers."""
+
+import numpy as np
+import pytest
+import torch
+
+from alignprobe.compare import compare
+from alignprobe.compare.mapping import sample_rows, train_candidates
+from alignprobe.compare.pairing import Segment
+from alignprobe.dump import StreamClaim, open_dump
+from compare_helpers import AUX, H, N, aux_claim, make_samples, write_dump, write_serve, write_train
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return make_samples(num=6, length=40)
+
+
+@pytest.fixture(scope="module")
+def train(tmp_path_factory, samples):
+    return write_train(tmp_path_factory.mktemp("map") / "train.h5", samples)
+
+
+def _torch_cos_mean(a, b):
+    return torch.nn.functional.cosine_similarity(torch.from_numpy(a).double(), torch.from_numpy(b).double(), dim=1).mean().item()
+
+
+def test_similarity_matrix_equals_torch_cosine_on_every_pair(tmp_path, samples, train):
+    serve = write_serve(tmp_path / "s.h5", samples, taps=(3, 4, 5))
+    r = compare(train, serve)
+    ms = r.mappings[0]
+    assert ms.tokens_sampled == 6 * 40  # fewer rows than mapping_tokens: all of them
+    hf = np.concatenate([v[1] for v in samples.values()])
+    pre = np.concatenate([v[2] for v in samples.values()])
+    for j, tap in enumerate((3, 4, 5)):
+        for c, cand in enumerate(ms.candidates):
+            ref = pre if cand.final_norm == "pre" else hf[:, cand.hf_index]
+            assert ms.cosine[j][c] == pytest.approx(_torch_cos_mean(hf[:, tap], ref), abs=1e-5)
+            norm_ratio = np.linalg.norm(hf[:, tap]) / np.linalg.norm(ref)
+            assert ms.norm_ratio[j][c] == pytest.approx(norm_ratio, rel=1e-4)
+    assert ms.measured == ["HF[3]", "HF[4]", "HF[5]"]
+    assert r.finding("layer_offset").evidence["shift"] == 1
+
+
+def test_candidates_are_distinct_hf_indices_with_pre_and_post_final(train):
+    with open_dump(train) as d:
+        labels = [c.label for c in train_candidates(d)]
+    assert labels == [f"HF[{i}]" for i in range(N)] + [f"HF[{N}] pre-norm", f"HF[{N}]"]
+
+
+def test_sample_rows_takes_windows_inside_segments():
+    segments = [Segment("a", 0, 100, 50, 0), Segment("b", 50, 150, 30, 0), Segment("c", 80, 300, 500, 0)]
+    rows = sample_rows(segments, tokens=64, windows=8)
+    assert rows.rows <= 64 and len(rows.train_ranges) == 8
+    for (t0, t1), (s0, s1) in zip(rows.train_ranges, rows.serve_ranges):
+        seg = next(s for s in segments if s.train_row <= t0 < s.train_row + s.length)
+        assert t1 <= seg.train_row + seg.length and s0 - seg.serve_row == t0 - seg.train_row and s1 - s0 == t1 - t0
+
+
+def test_pre_and_post_norm_told_apart_by_magnitude_when_direction_ties(tmp_path):
+    ones = make_samples(num=4, length=32, seed=3, norm_weight=np.ones(H))  # post = pre / rms: same direction
+    train = write_train(tmp_path / "t.h5", ones)
+    streams = {"final": StreamClaim((N,), H, N, "float32", "post", "final")}
+    serve = write_dump(tmp_path / "s.h5", ones, streams, lambda hf, pre, sid: {"final": pre})
+    r = compare(train, serve)
+    match = r.mappings[0].matches[0]
+    assert match.tie_broken_by_norm or match.best_label == f"HF[{N}] pre-norm"
+    assert match.best_label == f"HF[{N}] pre-norm"
+    assert r.finding("final_norm_mismatch").severity == "error"
+
+
+def test_reordered_taps_are_wrong_taps_in_another_order(tmp_path, samples, train):
+    r = compare(train, write_serve(tmp_path / "s.h5", samples, taps=(4, 2, 3), claim=aux_claim(AUX)))
+    f = r.finding("wrong_taps")
+    assert f.evidence["permuted"] is True and "order" in f.fix
+
+
+def test_width_not_a_multiple_of_h(tmp_path, samples, train):
+    claim = StreamClaim((2,), H + 3, N, "float32")
+    serve = write_dump(tmp_path / "s.h5", samples, {"hidden_states": claim},
+                       lambda hf, pre, sid: {"hidden_states": np.zeros((len(hf), H + 3), np.float32) + 1})
+    f = compare(train, serve).finding("width_mismatch")
+    assert f.evidence["remainder"] == 3 and f.severity == "error"
+
+
+def test_eagle12_drafter_served_the_aux_concat(tmp_path, samples):
+    streams = {"final": StreamClaim((N,), H, N, "float32", "post", "final")}
+    train = write_dump(tmp_path / "t.h5", samples, streams, lambda hf, pre, sid: {"final": hf[:, N]})
+    f = compare(train, write_serve(tmp_path / "s.h5", samples)).finding("width_mismatch")
+    assert "EAGLE-1/2" in f.fix and f.evidence["expected_width"] == H
+
+
+def test_claim_mismatch_is_info_when_the_states_are_right(tmp_path, samples, train):
+    r = compare(train, write_serve(tmp_path / "s.h5", samples, claim=aux_claim((3, 4, 5))))
+    assert r.verdict == "PASS" and r.finding("claim_mismatch").severity == "info"
+
+
+def test_degenerate_rows_warn_then_fail(tmp_path, samples, train):
+    def zero_rows(count):
+        def transform(x, sid):
+            if sid == "s00":
+                x[:count] = 0
+            return x
+
+        return transform
+
+    r = compare(train, write_serve(tmp_path / "a.h5", samples, transform=zero_rows(2)), {"degenerate_fail_fraction": 0.05})
+    f = r.finding("degenerate")
+    assert f.severity == "warn" and f.evidence["slices"][0]["serve_zero_rows"] == 2
+    r = compare(train, write_serve(tmp_path / "b.h5", samples, transform=zero_rows(30)), {"degenerate_fail_fraction": 0.05})
+    assert r.finding("degenerate").severity == "error"
+
+
+def test_drift_that_grows_with_position(tmp_path, samples, train):
+    g = np.random.default_rng(5)
+
+    def growing(x, sid):
+        scale = 0.002 * (1 + np.arange(len(x)))[:, None] ** 1.5
+        return x + scale * np.abs(x).mean() * g.standard_normal(x.shape).astype(np.float32)
+
+    r = compare(train, write_serve(tmp_path / "s.h5", samples, transform=growing))
+    f = r.finding("position_drift")
+    assert f is not None and f.evidence["slices"][0]["growth"] > 3
+    by_pos = f.evidence["slices"][0]["by_position"]
+    assert by_pos[-1]["rel_rms"] > by_pos[1]["rel_rms"]
+
+
+def test_uniform_small_noise_passes_and_large_noise_fails(tmp_path, samples, train):
+    g = np.random.default_rng(6)
+
+    def noise(level):
+        return lambda x, sid: x + level * np.abs(x).mean() * g.standard_normal(x.shape).astype(np.float32)
+
+    assert compare(train, write_serve(tmp_path / "a.h5", samples, transform=noise(1e-4))).verdict == "PASS"
+    r = compare(train, write_serve(tmp_path / "b.h5", samples, transform=noise(0.5)))
+    assert r.finding("numeric_drift").severity == "error" and r.finding("position_drift") is None
+
+
+def test_layers_streams_are_paired_per_index_and_capped_at_warn(tmp_path, samples, train):
+    claim = StreamClaim(range(1, N), H, N, "float32", "post", "layers")
+    serve = write_dump(tmp_path / "s.h5", samples, {"layers": claim},
+                       lambda hf, pre, sid: {"layers": hf[:, 2 : N + 1].reshape(len(hf), -1)})
+    r = compare(train, serve)
+    f = r.finding("layer_offset")
+    assert f.evidence["shift"] == 1 and f.severity == "warn" and r.verdict == "WARN"

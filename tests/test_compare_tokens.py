@@ -1,0 +1,104 @@
+"""Sample pairing and token alignment, on hand-made token lists and small dumps."""
+
+import numpy as np
+import pytest
+
+from alignprobe.compare import compare
+from alignprobe.compare.pairing import align_tokens, pair_samples
+from alignprobe.dump import open_dump
+from compare_helpers import make_samples, write_serve, write_train
+
+T = np.arange(100, 130)
+
+
+@pytest.mark.parametrize(
+    "serve, kind, t_off, s_off, length, extra",
+    [
+        (T, "identical", 0, 0, 30, {}),
+        (T[2:], "shift", 2, 0, 28, {"shift": 2}),
+        (np.concatenate([[1], T]), "shift", 0, 1, 30, {"shift": -1}),
+        (np.concatenate([T[:5], [7, 8], T[7:]]), "divergent", 0, 0, 5, {"first_divergence": 5}),
+        (np.concatenate([T, [0, 0, 0]]), "padding", 0, 0, 30, {"padded_side": "serve"}),
+        (T[:20], "padding", 0, 0, 20, {"padded_side": "train"}),
+        (T + 1000, "divergent", 0, 0, 0, {"first_divergence": 0}),
+    ],
+)
+def test_align_tokens(serve, kind, t_off, s_off, length, extra):
+    al = align_tokens(T, serve)
+    assert (al.kind, al.train_offset, al.serve_offset, al.length) == (kind, t_off, s_off, length)
+    for key, value in extra.items():
+        assert getattr(al, key) == value
+    if length:  # the aligned rows really hold equal tokens
+        np.testing.assert_array_equal(T[t_off : t_off + length], np.asarray(serve)[s_off : s_off + length])
+
+
+def test_a_few_coincidental_tokens_are_not_a_shift():
+    serve = np.concatenate([T[3:8], np.arange(900, 925)])
+    assert align_tokens(T, serve).kind == "divergent"
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return make_samples(num=8, length=24)
+
+
+@pytest.fixture(scope="module")
+def train(tmp_path_factory, samples):
+    return write_train(tmp_path_factory.mktemp("tok") / "train.h5", samples)
+
+
+def test_unpaired_samples_are_counted_and_named(tmp_path, samples, train):
+    serve = write_serve(tmp_path / "serve.h5", {**samples, "extra": samples["s00"]}, skip=("s01", "s02"))
+    r = compare(train, serve)
+    f = r.finding("sample_mismatch")
+    assert (f.evidence["paired"], f.evidence["train_only"], f.evidence["serve_only"]) == (6, 2, 1)
+    assert f.evidence["train_only_examples"] == ["s01", "s02"] and f.severity == "warn"
+    assert r.tokens.aligned_tokens == 6 * 24
+
+
+def test_no_common_sample_fails(tmp_path, samples, train):
+    renamed = {f"other-{k}": v for k, v in samples.items()}
+    r = compare(train, write_serve(tmp_path / "serve.h5", renamed))
+    assert r.verdict == "FAIL" and r.finding("sample_mismatch").severity == "error"
+    assert r.streams[0].slices[0].tokens == 0
+
+
+class _Tokenizer:
+    def decode(self, ids):
+        return "|".join(f"t{i}" for i in ids)
+
+
+def test_divergent_tokens_are_shown_and_only_the_prefix_is_compared(tmp_path, samples, train):
+    def ids_fn(ids, sid):
+        ids = ids.copy()
+        if sid == "s03":
+            ids[10] = 999
+        return ids
+
+    serve = write_serve(tmp_path / "serve.h5", samples, ids_fn=ids_fn)
+    r = compare(train, serve, tokenizer=_Tokenizer())
+    f = r.finding("token_mismatch")
+    ex = f.evidence["examples"][0]
+    assert (ex["sample_id"], ex["first_divergence"], ex["serve_token"]) == ("s03", 10, 999)
+    assert ex["train_token"] == int(samples["s03"][0][10])
+    assert "t999" in ex["serve_text"] and ex["train_text"].startswith("t")
+    assert r.tokens.aligned_tokens == 7 * 24 + 10
+    assert r.streams[0].slices[0].tokens == 7 * 24 + 10
+
+
+def test_nothing_aligned_is_an_error(tmp_path, samples, train):
+    serve = write_serve(tmp_path / "serve.h5", samples, ids_fn=lambda ids, sid: ids + 10000)
+    r = compare(train, serve)
+    assert r.finding("no_aligned_tokens").severity == "error" and r.verdict == "FAIL"
+
+
+def test_sample_and_max_tokens_bound_the_work(tmp_path, samples, train):
+    serve = write_serve(tmp_path / "serve.h5", samples)
+    with open_dump(train) as t, open_dump(serve) as s:
+        check, segments = pair_samples(t, s, sample=3)
+        assert check.compared_samples == 3 and check.paired == 8
+        assert [seg.sample_id for seg in segments] == ["s00", "s04", "s07"]  # evenly spread, ends included
+        check, segments = pair_samples(t, s, max_tokens=50)
+        assert sum(seg.length for seg in segments) == 50 == check.aligned_tokens
+    r = compare(train, serve, max_tokens=50)
+    assert r.streams[0].slices[0].tokens == 50 and r.options["max_tokens"] == 50
