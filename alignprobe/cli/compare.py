@@ -16,6 +16,8 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
 @click.option("--train-dump", required=True, type=click.Path(), help="Dump captured the way training extracts states.")
 @click.option("--serve-dump", required=True, type=click.Path(), help="Dump captured from the serving engine.")
 @click.option("--json", "json_path", type=click.Path(), help="Write the full result (findings, metrics, mapping) here.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False),
+              help="Write report.html (with plots), summary.md (for a CI comment) and result.json into this folder.")
 @click.option("--policy", "policy_file", type=click.Path(), help="Tolerances from a JSON or TOML file (docs/policy.md).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override one tolerance, e.g. --set drift_fail_rel_rms=0.3 or --set severity.token_shift=error.")
@@ -24,7 +26,7 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Compare at most this many aligned token rows.")
 @click.option("--mapping-tokens", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Token rows sampled for the layer-mapping search.")
-def compare(train_dump, serve_dump, json_path, policy_file, overrides, strict, sample, max_tokens, mapping_tokens) -> int:
+def compare(train_dump, serve_dump, json_path, report_dir, policy_file, overrides, strict, sample, max_tokens, mapping_tokens) -> int:
     """Compare per layer; name each disagreement with evidence and a fix; exit 0 pass/warn, 1 fail, 2 bad input."""
     if json_path:
         for dump in (train_dump, serve_dump):
@@ -48,6 +50,10 @@ def compare(train_dump, serve_dump, json_path, policy_file, overrides, strict, s
     click.echo(format_summary(result))
     if json_path:
         click.echo(f"\nfull result: {json_path}")
+    if report_dir:
+        from alignprobe.report import write_report
+
+        click.echo(f"report: {write_report(result, report_dir).html}")
     return EXIT_PASS if result.passed(strict=strict) else EXIT_FAIL
 
 
