@@ -113,6 +113,11 @@ def capture_hf(
     interrupted capture, skipping samples already written. ``provenance``: a Provenance to start
     from, or a dict of Provenance fields (its ``capture`` dict is merged into ours).
     ``shard_tokens``: tokens buffered between writes, the most an abrupt kill can lose.
+    ``padding_side``: right (default) or left; both keep pad positions out of every sample. Measured
+    on an H200 in bf16 (tiny Llama and DeepseekV3, 24 prompts of 1-200 tokens, batch 12): right
+    padding gave states bit-identical to each sample run alone; left padding differed by bf16
+    rounding (other kernel tiling), up to 1.4% (Llama) and 17% (DeepseekV3, expert routing flips)
+    of a sample's largest value. In fp32 both stayed within 1e-6 relative.
     """
     if padding_side not in PADDING_SIDES:
         raise BadInput(f"padding side {padding_side!r} is not one of {PADDING_SIDES}")
@@ -187,15 +192,27 @@ def to_host(states: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {name: s.to("cpu") for name, s in states.items()}
 
 
-def load_hf_model(path: str | os.PathLike, dtype: str | torch.dtype | None = "bf16", device: str | None = None):
-    """Load a local transformers model directory: ``(model, tokenizer or None)``, in eval mode."""
+def load_hf_model(
+    path: str | os.PathLike,
+    dtype: str | torch.dtype | None = "bf16",
+    device: str | None = None,
+    *,
+    trust_remote_code: bool = False,
+):
+    """Load a local transformers model directory: ``(model, tokenizer or None)``, in eval mode.
+
+    ``trust_remote_code`` runs the directory's own modeling code (some Kimi checkpoints need it):
+    off unless asked, as it executes code from the checkpoint.
+    """
     path = os.fspath(path)
     transformers = _import_transformers()
     if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, "config.json")):
         raise BadInput(f"{path}: not a local model directory (no config.json); give the folder of a saved model")
     torch_dtype = parse_dtype(dtype)
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, local_files_only=True)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            path, dtype=torch_dtype, local_files_only=True, trust_remote_code=trust_remote_code
+        )
     except (OSError, ValueError, KeyError) as exc:
         raise BadInput(f"{path}: transformers cannot load this model ({_one_line(exc)})") from None
     if device is not None:
@@ -205,7 +222,9 @@ def load_hf_model(path: str | os.PathLike, dtype: str | torch.dtype | None = "bf
             raise BadInput(f"cannot move the model to {device!r} ({_one_line(exc)})") from None
     tokenizer = None
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(
+            path, local_files_only=True, trust_remote_code=trust_remote_code
+        )
     except (OSError, ValueError, KeyError, TypeError):
         pass  # prompts given as input_ids need no tokenizer; text and chat prompts will say so
     return model.eval(), tokenizer

@@ -48,15 +48,16 @@ def parse_layer_list(value: str | None, what: str = "--layers") -> str | list[in
               help="Tokens written per shard: the most a crash loses before --resume.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
+@click.option("--trust-remote-code", is_flag=True, help="Run the model directory's own modeling code (Kimi).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, layers, aux_layers, batch_size, padding_side,
-                       simulate_quant, group_size, limit, shard_tokens, resume, force, quiet) -> None:
+                       simulate_quant, group_size, limit, shard_tokens, resume, force, trust_remote_code, quiet) -> None:
     """Capture with transformers, as a training extractor does (all HF indices by default)."""
     from alignprobe.probes.hf import capture_hf, load_hf_model
     from alignprobe.probes.prompts import load_prompts
     from alignprobe.quant import simulate_weight_quant
 
-    model, tokenizer = load_hf_model(model_dir, dtype=dtype, device=device)
+    model, tokenizer = load_hf_model(model_dir, dtype=dtype, device=device, trust_remote_code=trust_remote_code)
     prompt_set = load_prompts(prompts_path, tokenizer, limit=limit)
     if simulate_quant:
         simulate_weight_quant(model, simulate_quant, group_size=group_size)
