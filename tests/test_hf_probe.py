@@ -294,3 +294,13 @@ def test_thousand_prompts_progress_bar_and_resume_after_kill_9(model_dir, tmp_pa
         torch.set_num_threads(threads)
     print(f"straight capture by {time.time() - started:.1f} s")
     assert_same_dump(out, straight, atol=1e-5)
+
+
+def test_saved_deepseek_model_dir_loads_the_same_model(tmp_path):
+    path = save_tiny_model_dir(tmp_path / "ds", "deepseek_v3", num_layers=3, seed=4)
+    model, tokenizer = load_hf_model(path, dtype="fp32")
+    assert type(model).__name__ == "DeepseekV3ForCausalLM" and tokenizer is not None
+    reference = tiny_deepseek_v3(num_layers=3, seed=4)
+    ids = tokenizer("same weights?")["input_ids"]
+    for mine, theirs in zip(reference_states(model, ids), reference_states(reference, ids)):
+        np.testing.assert_array_equal(mine, theirs)

@@ -114,3 +114,12 @@ def test_missing_and_empty_files(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n\n")
     with pytest.raises(BadInput, match="holds no prompts"):
         load_prompts(tmp_path / "empty.jsonl")
+
+
+def test_tiny_tokenizer_is_byte_level_with_special_tokens_after_the_bytes(tokenizer):
+    text = "aZ ~\n\t€ü"
+    ids = tokenizer(text)["input_ids"]
+    assert ids == list(text.encode())  # token id == byte value, for ASCII, controls and multi-byte UTF-8
+    assert tokenizer.decode(ids) == text
+    assert [tokenizer.convert_tokens_to_ids(t) for t in ("<|pad|>", "<|end|>")] == [256, 262]
+    assert tokenizer.pad_token_id == 256 and len(tokenizer) == 263
