@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Iterator
 
 import numpy as np
 
@@ -84,6 +85,27 @@ def _read(dump: Dump, stream: str, ranges, columns: slice | None = None) -> np.n
     return np.concatenate([dump.read(stream, a, b, columns) for a, b in ranges])
 
 
+GROUP_ROWS = 256  # sampled rows scored at once: one slice of them is ~7 MB at H = 7168
+
+
+def _groups(sampled: SampledRows) -> Iterator[tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+    """The sampled windows in groups of about GROUP_ROWS rows (many short segments read together)."""
+    t_group: list[tuple[int, int]] = []
+    v_group: list[tuple[int, int]] = []
+    rows = 0
+    for (t0, t1), (v0, v1) in zip(sampled.train_ranges, sampled.serve_ranges):
+        for start in range(0, t1 - t0, GROUP_ROWS):  # a long window is split too
+            stop = min(t1 - t0, start + GROUP_ROWS)
+            t_group.append((t0 + start, t0 + stop))
+            v_group.append((v0 + start, v0 + stop))
+            rows += stop - start
+            if rows >= GROUP_ROWS:
+                yield t_group, v_group
+                t_group, v_group, rows = [], [], 0
+    if t_group:
+        yield t_group, v_group
+
+
 def _unit_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows scaled to unit norm (unusable rows zeroed), which rows are usable, and ||x||^2 per row."""
     sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
@@ -108,27 +130,30 @@ def search_mapping(
     """Score every serve slice of ``serve_stream`` against every candidate; pick the best of each."""
     claim = serve.streams[serve_stream]
     k = serve.dataset(serve_stream).shape[1] // hidden_size
-    serve_units, serve_valid, serve_sq = [], [], []
-    for j in range(k):
-        block = _read(serve, serve_stream, sampled.serve_ranges, slice(j * hidden_size, (j + 1) * hidden_size))
-        u, v, sq = _unit_rows(block)
-        serve_units.append(u.ravel())
-        serve_valid.append(v)
-        serve_sq.append(sq)
-    s_units = np.stack(serve_units) if k else np.zeros((0, 0), np.float32)
-    s_valid = np.stack(serve_valid).astype(np.float64)
-    s_sq = np.stack(serve_sq)
-    cos = np.zeros((k, len(candidates)))
-    ratio = np.zeros((k, len(candidates)))
-    for c, cand in enumerate(candidates):
-        cols = slice(cand.slice * hidden_size, (cand.slice + 1) * hidden_size)
-        u, v, sq = _unit_rows(_read(train, cand.stream, sampled.train_ranges, cols))
-        both = s_valid @ v.astype(np.float64)  # rows usable on both sides, per serve slice
-        cos[:, c] = (s_units @ u.ravel()) / np.maximum(both, 1)
-        # norm ratio over the rows both sides share (unusable rows carry 0 in *_sq)
-        num, den = s_sq @ v.astype(np.float64), s_valid @ sq
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio[:, c] = np.where(den > 0, np.sqrt(num / np.where(den > 0, den, 1.0)), math.inf)
+    n = len(candidates)
+    # Sums over the sampled rows, accumulated a group of windows at a time: arrays of a few MB that
+    # stay in cache, instead of every sampled row of every slice at once (hundreds of MB, page-faulted
+    # fresh for each candidate: most of compare's time before, see benchmarks/compare_throughput.py).
+    dots, both, serve_sq_sum, train_sq_sum = (np.zeros((k, n)) for _ in range(4))
+    for train_ranges, serve_ranges in _groups(sampled) if k else ():
+        block = _read(serve, serve_stream, serve_ranges, slice(0, k * hidden_size))
+        units, valid, sq = zip(*(_unit_rows(block[:, j * hidden_size : (j + 1) * hidden_size]) for j in range(k)))
+        s_units = np.stack(units).reshape(k, -1)
+        s_valid = np.stack(valid).astype(np.float64)
+        s_sq = np.stack(sq)
+        for c, cand in enumerate(candidates):
+            cols = slice(cand.slice * hidden_size, (cand.slice + 1) * hidden_size)
+            u, v, t_sq = _unit_rows(_read(train, cand.stream, train_ranges, cols))
+            v = v.astype(np.float64)
+            dots[:, c] += s_units @ u.ravel()  # sum over rows of per-row cosines
+            both[:, c] += s_valid @ v  # rows usable on both sides, per serve slice
+            # norm ratio over the rows both sides share (unusable rows carry 0 in *_sq)
+            serve_sq_sum[:, c] += s_sq @ v
+            train_sq_sum[:, c] += s_valid @ t_sq
+    cos = dots / np.maximum(both, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        den = train_sq_sum
+        ratio = np.where(den > 0, np.sqrt(serve_sq_sum / np.where(den > 0, den, 1.0)), math.inf)
     matches = [_best(j, cos[j], ratio[j], candidates, tie_cosine) for j in range(k)]
     claimed = [claim.slice_label(j) for j in range(len(claim.hf_indices))] if claim.width == k * hidden_size else []
     return MappingSearch(
