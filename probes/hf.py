@@ -39,11 +39,14 @@ class ModelShape:
     num_layers: int  # N
     hidden_size: int  # H
     vocab_size: int
+    max_positions: int | None  # the longest sequence the model's positions cover, where it says
 
 
 def model_shape(model) -> ModelShape:
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    return ModelShape(int(config.num_hidden_layers), int(config.hidden_size), int(config.vocab_size))
+    max_positions = getattr(config, "max_position_embeddings", None)
+    return ModelShape(int(config.num_hidden_layers), int(config.hidden_size), int(config.vocab_size),
+                      int(max_positions) if isinstance(max_positions, int) else None)
 
 
 def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
@@ -145,8 +148,14 @@ def capture_hf(
                 input_ids, attention_mask, position_ids, spans = pad_batch(
                     [p.token_ids for p in batch], padding_side, model_device, _pad_id(model)
                 )
-                states = batch_streams(forward_states(model, input_ids, attention_mask, position_ids), selected, aux)
-                states = to_host(states)
+                try:
+                    states = batch_streams(forward_states(model, input_ids, attention_mask, position_ids), selected, aux)
+                    states = to_host(states)
+                except torch.OutOfMemoryError:
+                    raise BadInput(
+                        f"out of memory at batch size {batch_size} ({input_ids.shape[1]} tokens a row): the samples "
+                        "so far are kept; rerun with a smaller --batch-size (or --layers eagle3) and --resume"
+                    ) from None
                 for row, (prompt, (first, stop)) in enumerate(zip(batch, spans)):
                     writer.add(prompt.sample_id, prompt.token_ids, {n: s[row, first:stop] for n, s in states.items()})
                 bar.update(len(batch))
@@ -244,6 +253,11 @@ def _checked(prompts: Sequence[Prompt], shape: ModelShape) -> list[Prompt]:
         seen.add(p.sample_id)
         if not p.token_ids:
             raise BadInput(f"prompt {p.sample_id!r} has no tokens")
+        if shape.max_positions and len(p.token_ids) > shape.max_positions:
+            raise BadInput(
+                f"prompt {p.sample_id!r} has {len(p.token_ids)} tokens, more than the model's "
+                f"max_position_embeddings ({shape.max_positions}): shorten it or drop it"
+            )
         top = max(p.token_ids)
         if top >= shape.vocab_size or min(p.token_ids) < 0:
             raise BadInput(

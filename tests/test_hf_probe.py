@@ -120,6 +120,7 @@ def test_bad_prompts_and_settings(llama, tmp_path):
         ([Prompt("a", [1])], {"batch_size": 0}, "batch size"),
         ([Prompt("a", [1])], {"padding_side": "middle"}, "padding side"),
         ([Prompt("a", [1])], {"dtype": "int8"}, "dtype"),
+        ([Prompt("a", [1] * 1025)], {}, "more than the model's max_position_embeddings"),
     ]
     for prompts, kwargs, message in cases:
         with pytest.raises(BadInput, match=message):
@@ -153,6 +154,17 @@ class FailAfter(torch.nn.Module):
             raise KeyboardInterrupt
         self.samples += kwargs["input_ids"].shape[0]
         return self.inner(**kwargs)
+
+
+class OutOfMemory(FailAfter):
+    def forward(self, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+
+def test_out_of_memory_keeps_the_samples_and_says_how_to_go_on(llama, tmp_path):
+    with pytest.raises(BadInput, match=r"smaller --batch-size .* --resume"):
+        capture_hf(OutOfMemory(llama, 0), random_prompts(3), tmp_path / "oom.h5", progress=False)
+    assert (tmp_path / "oom.h5.partial").is_dir()
 
 
 def test_resume_skips_finished_samples(llama, tmp_path):
