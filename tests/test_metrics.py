@@ -31,16 +31,17 @@ def test_metrics_match_whole_array_formulas():
     ta, tb = torch.from_numpy(a).double(), torch.from_numpy(b).double()
     cos = torch.nn.functional.cosine_similarity(ta, tb, dim=1).numpy()
     assert m["tokens"] == len(a)
-    assert m["cosine_mean"] == pytest.approx(cos.mean(), abs=1e-9)
-    assert m["cosine_min"] == pytest.approx(cos.min(), abs=1e-9)
+    # per-row sums run in float32 BLAS: about 1e-7 relative, far below any tolerance that matters
+    assert m["cosine_mean"] == pytest.approx(cos.mean(), abs=1e-6)
+    assert m["cosine_min"] == pytest.approx(cos.min(), abs=1e-6)
     # percentiles are kept in float32
     assert m["cosine_p1"] == pytest.approx(np.percentile(cos, 1), abs=1e-6)
     assert m["cosine_p5"] == pytest.approx(np.percentile(cos, 5), abs=1e-6)
     assert m["cosine_p50"] == pytest.approx(np.median(cos), abs=1e-6)
     rel = (torch.linalg.norm(tb - ta) / torch.linalg.norm(ta)).item()
-    assert m["rel_rms"] == pytest.approx(rel, rel=1e-9)
-    assert m["sqnr_db"] == pytest.approx(-20 * math.log10(rel), rel=1e-9)
-    assert m["norm_ratio"] == pytest.approx((torch.linalg.norm(tb) / torch.linalg.norm(ta)).item(), rel=1e-9)
+    assert m["rel_rms"] == pytest.approx(rel, rel=1e-6)
+    assert m["sqnr_db"] == pytest.approx(-20 * math.log10(rel), rel=1e-6)
+    assert m["norm_ratio"] == pytest.approx((torch.linalg.norm(tb) / torch.linalg.norm(ta)).item(), rel=1e-6)
     assert m["max_abs_diff"] == pytest.approx(np.abs(a.astype(np.float64) - b).max(), rel=1e-6)
 
 
@@ -73,8 +74,8 @@ def test_position_buckets_match_direct_grouping():
         sel = (pos >= bucket.start) & (pos < bucket.stop)
         da, db = a[sel].astype(np.float64), b[sel].astype(np.float64)
         assert bucket.tokens == sel.sum()
-        assert bucket.rel_rms == pytest.approx(np.linalg.norm(db - da) / np.linalg.norm(da), rel=1e-9)
-        assert bucket.norm_ratio == pytest.approx(np.linalg.norm(db) / np.linalg.norm(da), rel=1e-9)
+        assert bucket.rel_rms == pytest.approx(np.linalg.norm(db - da) / np.linalg.norm(da), rel=1e-6)
+        assert bucket.norm_ratio == pytest.approx(np.linalg.norm(db) / np.linalg.norm(da), rel=1e-6)
     assert buckets[-1].rel_rms > 3 * buckets[1].rel_rms
 
 
@@ -114,3 +115,23 @@ def test_identical_rows_give_infinite_sqnr_and_unit_cosine():
     a, _, pos = _pair()
     m = _feed(a, a.copy(), pos).summary()
     assert m["cosine_min"] == 1.0 and m["rel_rms"] == 0.0 and m["sqnr_db"] == math.inf
+
+
+def test_cosine_resolves_bf16_sized_differences():
+    g = np.random.default_rng(2)
+    a = g.standard_normal((256, 4096)).astype(np.float32)
+    b = a + (3e-3 * g.standard_normal(a.shape)).astype(np.float32)  # 1 - cos ~ 5e-6, like bf16 rounding
+    m = _feed(a, b, np.arange(256)).summary()
+    ref = torch.nn.functional.cosine_similarity(torch.from_numpy(a).double(), torch.from_numpy(b).double(), dim=1)
+    assert 1 - m["cosine_mean"] == pytest.approx(1 - ref.mean().item(), rel=0.02)
+
+
+def test_huge_finite_values_are_not_called_nonfinite():
+    a, b, pos = _pair(n=20)
+    a, b = a.copy(), b.copy()
+    a[4] *= 1e21
+    b[4] = a[4] * 1.5
+    m = _feed(a, b, pos).summary()
+    assert m["train_health"].nonfinite_rows == 0 and m["excluded_rows"] == 0
+    ta, tb = torch.from_numpy(a).double(), torch.from_numpy(b).double()
+    assert m["norm_ratio"] == pytest.approx((torch.linalg.norm(tb) / torch.linalg.norm(ta)).item(), rel=1e-6)
