@@ -82,3 +82,20 @@ def test_plot_of_an_unknown_stream_is_a_one_line_error():
 
     with pytest.raises(BadInput, match="no compared stream named 'nope'"):
         _result("clean").plot_layers("nope")
+
+
+def test_compare_report_option_writes_the_three_files(tmp_path):
+    from click.testing import CliRunner
+
+    from alignprobe.cli.main import cli
+
+    run = demo_run()
+    dumps = os.path.join(run.out_dir, "dumps")
+    args = ["compare", "--train-dump", f"{dumps}/train.h5", "--serve-dump", f"{dumps}/offset_plus1.h5"]
+    done = CliRunner().invoke(cli, [*args, "--report", str(tmp_path / "report")])
+    assert done.exit_code == 1, done.output  # FAIL
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["report.html", "result.json", "summary.md"]
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert 'data-verdict="FAIL"' in html and html.count("<img ") == 4  # dumps at hand: the histogram too
+    (tmp_path / "taken").write_text("x")
+    assert CliRunner().invoke(cli, [*args, "--report", str(tmp_path / "taken")]).exit_code == 2
