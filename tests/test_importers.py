@@ -362,5 +362,5 @@ def test_a_later_file_unlike_the_first_is_bad_input(tmp_path):
 
 
 def test_import_of_our_own_dump_is_refused(hf_dump, tmp_path):
-    with pytest.raises(BadInput, match="already an alignprobe dump"):
+    with pytest.raises(BadInput, match="alignprobe dumps are read as they are"):
         import_source(hf_dump, tmp_path / "o.h5", progress=False)

@@ -89,7 +89,7 @@ def plan_import(
     source = os.fspath(source)
     fmt = detect_format(source)
     if fmt == DUMP:
-        raise BadInput(f"{source}: already an alignprobe dump, nothing to import")
+        raise BadInput(f"{source}: an HDF5 file; alignprobe dumps are read as they are, and no importer reads other HDF5")
     if system is not None and system.lower() != fmt:
         raise BadInput(f"{source}: the files are {fmt} files, not {system}: drop --system or point at the right folder")
     files = speculators.list_files(source) if fmt == SPECULATORS else specforge.list_files(source)
