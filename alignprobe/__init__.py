@@ -11,14 +11,19 @@ from alignprobe.dump import (  # noqa: E402
     open_dump,
 )
 from alignprobe.inspect import DumpSummary, inspect_dump  # noqa: E402
+import alignprobe.compare  # noqa: E402,F401 - the package is callable: alignprobe.compare(train, serve)
+from alignprobe.compare import CompareResult, Policy  # noqa: E402
 
 __all__ = [
     "__version__",
     "AlignprobeError",
     "BadInput",
+    "CompareResult",
     "Dump",
     "DumpWriter",
     "DumpSummary",
+    "Policy",
+    "compare",
     "Provenance",
     "StreamClaim",
     "inspect_dump",

@@ -39,3 +39,14 @@ def test_from_dict_ignores_keys_from_newer_writers(results):
     raw["added_later"] = 1
     raw["findings"][0]["also_new"] = True
     assert CompareResult.from_dict(raw).findings[0].code == "layer_offset"
+
+
+def test_the_package_is_the_library_call(tmp_path):
+    import alignprobe
+    import alignprobe.compare.result as result_module
+
+    samples = make_samples(num=2, length=8)
+    train = write_train(tmp_path / "t.h5", samples)
+    r = alignprobe.compare(train, write_serve(tmp_path / "s.h5", samples), policy=alignprobe.Policy())
+    assert isinstance(r, alignprobe.CompareResult) and r.verdict == "PASS"
+    assert alignprobe.compare.compare is compare and result_module.CompareResult is CompareResult
