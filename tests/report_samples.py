@@ -77,7 +77,7 @@ def offset_result() -> CompareResult:
         streams=[pair], mappings=[search], hidden_size=H, num_layers=N,
         train_path="/nowhere/train.h5", serve_path="/nowhere/serve.h5",
         train_provenance={"engine": "transformers"}, serve_provenance={"engine": "sglang", "quantization": ""},
-        policy={"cosine_p1_min": 0.99}, options={"sample": None}, notes=["a note"], elapsed_s=1.5,
+        policy={"drift_warn_cosine_p1": 0.998, "drift_warn_rel_rms": 0.05}, options={"sample": None}, notes=["a note"], elapsed_s=1.5,
     )
 
 

@@ -133,3 +133,13 @@ def test_report_folder_that_is_a_file_is_bad_input(tmp_path):
     path.write_text(offset_result().to_json())
     done = CliRunner().invoke(cli, ["report", str(path), "--out", str(tmp_path / "taken")])
     assert done.exit_code == 2
+
+
+def test_layer_rows_past_the_drift_warning_are_shaded():
+    from alignprobe.report.html import layer_table
+
+    pair = offset_result().streams[0]  # p1 0.75 and rel-RMS 0.1 .. 0.3 on every slice; 1 NaN row each
+    assert layer_table(pair, {"drift_warn_cosine_p1": 0.998, "drift_warn_rel_rms": 0.05}).count('class="ap-bad"') == 3
+    assert layer_table(pair, {"drift_warn_cosine_p1": 0.7, "drift_warn_rel_rms": 0.25}).count('class="ap-bad"') == 1
+    assert layer_table(pair, {"drift_warn_cosine_p1": 0.7, "drift_warn_rel_rms": 0.5}).count('class="ap-bad"') == 0
+    assert layer_table(pair).count("<td>1</td>") == 3  # the bad-rows column counts the serve side's NaN row

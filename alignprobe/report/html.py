@@ -125,17 +125,18 @@ def finding_html(finding: Finding, with_evidence: bool = True) -> str:
 
 
 def layer_table(pair: StreamComparison, policy: dict[str, Any] | None = None) -> str:
-    """One row per compared HF index; rows whose worst tokens fall below the policy's p1 floor are shaded."""
+    """One row per compared HF index; rows past the policy's drift warning (cosine p1 or rel-RMS) are shaded."""
     if not pair.slices:
         return '<p class="ap-muted">No per-layer numbers: the serve slices are not the train slices they should be (see the mapping above).</p>'
-    floor = _policy_cosine_floor(policy or {})
+    policy = policy or {}
+    cosine_floor, rms_ceiling = policy.get("drift_warn_cosine_p1"), policy.get("drift_warn_rel_rms")
     head = ("HF index", "train", "serve", "tokens", "cos mean", "cos p1", "cos p5", "cos min", "rel-RMS", "SQNR dB",
             "norm ratio", "max |diff|", "bad rows")
     rows = []
     for s in pair.slices:
-        bad_rows = s.train_health.nan_rows + s.train_health.inf_rows + s.serve_health.nan_rows + s.serve_health.inf_rows \
-            + s.train_health.zero_rows + s.train_health.constant_rows + s.serve_health.zero_rows + s.serve_health.constant_rows
-        flagged = floor is not None and _finite(s.cosine_p1) and s.cosine_p1 < floor
+        bad_rows = sum(h.nonfinite_rows + h.degenerate_rows for h in (s.train_health, s.serve_health))
+        flagged = (_finite(cosine_floor) and _finite(s.cosine_p1) and s.cosine_p1 < cosine_floor) or (
+            _finite(rms_ceiling) and _finite(s.rel_rms) and s.rel_rms > rms_ceiling)
         cells = [
             f'<td class="l">{escape(s.label)}</td>',
             f'<td class="l">{escape(s.train_stream)}[{s.train_slice}]</td>',
@@ -257,13 +258,6 @@ def format_number(value: Any, digits: int) -> str:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def _policy_cosine_floor(policy: dict[str, Any]) -> float | None:
-    for key in ("cosine_p1_min", "min_cosine_p1", "cosine_p1"):
-        if _finite(policy.get(key)):
-            return float(policy[key])
-    return None
 
 
 _SEVERITY_WORDS = {"error": "error", "warn": "warning", "info": "note"}
