@@ -9,7 +9,8 @@ tokenizer manager copies ``recv_obj.output_hidden_states[i]`` into ``meta_info["
 slices ``len(req.origin_input_ids)`` rows of the batch's extend rows), then one ``[width]`` vector
 per decoded token. ``meta_info["cached_tokens"]`` counts prompt tokens served from the radix cache,
 whose rows were never computed. ``max_new_tokens: 0`` asks for the prefill alone (SpecForge's
-SGLang engine and SGLang's own tests send it), so element 0 is all we take.
+SGLang engine and SGLang's own tests send it), so element 0 is all we take; the decode elements
+are unreliable under speculative decoding anyway (sgl-project/sglang issue #26163, 2026-05).
 
 A backend is anything with ``where``, ``server_info() -> ServerFacts`` and ``generate(token_ids,
 max_new_tokens) -> dict``: the HTTP client (probes/sglang_http.py) and the offline
@@ -252,6 +253,7 @@ def _provenance(backend, facts: ServerFacts, model: ModelFacts, width: WidthClai
         "hidden_states_mode": facts.hidden_states_mode,
         "radix_cache": facts.radix_cache,
         "chunked_prefill_size": facts.chunked_prefill_size,
+        "full_row_risks": facts.full_row_risks(),  # settings that can cut prefill rows short (checked per sample)
         "max_new_tokens": max_new_tokens,
         "prompts": source.source,
         "num_prompts": len(source.prompts),

@@ -82,6 +82,7 @@ def test_eagle3_default_ids_capture_the_eagle3_reference_layers(model, train_dum
         assert p.capture["speculative_algorithm"] == "EAGLE3"
         assert p.capture["width"] == 3 * H and "3*H" in p.capture["width_means"]
         assert p.capture["server_info_endpoint"] == "/server_info"
+        assert p.capture["full_row_risks"] == []
 
 
 def test_explicit_draft_ids_get_plus_one(model, train_dump, tmp_path):
@@ -371,3 +372,12 @@ def test_shards_are_written_while_capturing_so_kill_9_loses_little(model, prompt
             capture_sglang(server.url, shared, out, progress=False)
     shards = sorted(f for f in os.listdir(f"{out}.partial") if f.startswith("shard-"))
     assert len(shards) == len(prompts)  # one per prompt, written before the failure
+
+
+def test_risky_server_settings_are_recorded(model, prompts, tmp_path):
+    # distinct prompts pass a radix-cache server whole; the setting still goes into provenance
+    with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3", radix_cache=True, chunked_prefill_size=512)) as server:
+        out = capture_sglang(server.url, prompts, tmp_path / "serve.h5", progress=False)
+    with open_dump(out) as serve:
+        assert serve.provenance.capture["full_row_risks"] == [
+            "the radix (prefix) cache is on", "chunked prefill is on (chunk 512 tokens)"]
