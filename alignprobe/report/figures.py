@@ -89,7 +89,7 @@ def position_drift(result: CompareResult, stream: str | None = None) -> Figure:
         raise BadInput(f"stream {pair.serve_stream!r} has no per-position metrics to plot")
     return plots.position_drift_figure(
         f"{_pair_name(pair)}: error along the sequence",
-        [f"{b.start}-{b.stop - 1}" for b in buckets],
+        [str(b.start) if b.stop - b.start == 1 else f"{b.start}-{b.stop - 1}" for b in buckets],
         {x.label: [b.rel_rms for b in x.positions] for x in pair.slices},
         "relative RMS error",
     )

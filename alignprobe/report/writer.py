@@ -60,8 +60,9 @@ def report_figures(
         ))
         if any(s.positions for s in pair.slices):
             out.append((
-                f"{name}: relative RMS error by token position (buckets 0, 1, 2-3, 4-7, ...). A rise along the "
-                "sequence points at the KV cache or attention, not the weights.",
+                f"{name}: relative RMS error by token position (buckets 0, 1, 2-3, 4-7, ...). A flat line is "
+                "per-token error (weights, dtype); a rise along the sequence is error that accumulates through "
+                "attention (KV-cache precision, positions).",
                 figures.position_drift(result, name),
             ))
     drafter = next((p for p in result.streams if p.role == figures.DRAFTER_INPUT and p.slices), None)
