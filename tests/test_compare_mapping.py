@@ -64,9 +64,8 @@ def test_pre_and_post_norm_told_apart_by_magnitude_when_direction_ties(tmp_path)
     serve = write_dump(tmp_path / "s.h5", ones, streams, lambda hf, pre, sid: {"final": pre})
     r = compare(train, serve)
     match = r.mappings[0].matches[0]
-    assert match.tie_broken_by_norm or match.best_label == f"HF[{N}] pre-norm"
-    assert match.best_label == f"HF[{N}] pre-norm"
-    assert r.finding("final_norm_mismatch").severity == "error"
+    assert match.tie_broken_by_norm and match.best_label == f"HF[{N}] pre-norm"
+    assert r.finding("final_norm_mismatch").severity == "error" and r.finding("mapping_ambiguous") is None
 
 
 def test_reordered_taps_are_wrong_taps_in_another_order(tmp_path, samples, train):

@@ -175,12 +175,10 @@ def _best(j: int, cos: np.ndarray, ratio: np.ndarray, candidates: list[Candidate
     order = np.argsort(-cos, kind="stable")
     best = int(order[0])
     tied = [int(c) for c in order if cos[c] >= cos[best] - tie_cosine]
-    broken = False
-    if len(tied) > 1:
+    broken = len(tied) > 1
+    if broken:
         # Same direction: the candidate whose magnitude agrees is the one it is.
-        closest = min(tied, key=lambda c: abs(math.log(ratio[c])) if 0 < ratio[c] < math.inf else math.inf)
-        broken = closest != best
-        best = closest
+        best = min(tied, key=lambda c: abs(math.log(ratio[c])) if 0 < ratio[c] < math.inf else math.inf)
     rest = [int(c) for c in order if c != best]
     runner = rest[0] if rest else -1
     runner_score = float(cos[runner]) if runner >= 0 else -1.0

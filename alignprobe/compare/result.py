@@ -157,7 +157,7 @@ class SliceMatch:
     runner_up_label: str
     runner_up_score: float
     margin: float  # score - runner_up_score
-    tie_broken_by_norm: bool = False  # cosines tied (pre vs post norm): the norm ratio decided
+    tie_broken_by_norm: bool = False  # several candidates tied on cosine (pre vs post norm): the norm ratio decided
 
 
 @dataclasses.dataclass

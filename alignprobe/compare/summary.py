@@ -46,7 +46,7 @@ def _table(result: CompareResult, c: StreamComparison) -> list[str]:
     rows = _pick(c.slices)
     out = [
         head,
-        f"  {'slice':<16}{'cos mean':>10}{'cos p1':>10}{'rel-RMS':>10}{'SQNR dB':>9}{'norm x':>9}"
+        f"  {'train slice':<16}{'cos mean':>10}{'cos p1':>10}{'rel-RMS':>10}{'SQNR dB':>9}{'norm x':>9}"
         f"{'max|d|':>10}{'bad rows':>10}",
     ]
     for m in rows:
