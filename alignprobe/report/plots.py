@@ -45,7 +45,7 @@ def layer_metrics_figure(
 ) -> Figure:
     """Cosine percentiles, relative RMS error and norm ratio for each compared HF index of a stream."""
     x = np.arange(len(hf_labels))
-    fig = ReportFigure(figsize=(max(6.0, 0.55 * len(x) + 3), 7.0), layout="constrained")
+    fig = ReportFigure(figsize=(min(18.0, max(6.0, 0.55 * len(x) + 3)), 7.0), layout="constrained")
     ax_cos, ax_rms, ax_norm = fig.subplots(3, 1, sharex=True)
     for name, values in cosine.items():
         color, style = _COSINE_STYLE.get(name, (None, "-"))
@@ -65,7 +65,8 @@ def layer_metrics_figure(
     ax_norm.axhline(1.0, color="grey", lw=0.8)
     ax_norm.set_ylabel("norm ratio\n||serve|| / ||train||")
     ax_norm.grid(alpha=0.3)
-    ax_norm.set_xticks(x, list(hf_labels), rotation=45 if len(x) > 8 else 0, ha="right" if len(x) > 8 else "center")
+    ax_norm.set_xticks(x, list(hf_labels), rotation=45 if len(x) > 8 else 0, ha="right" if len(x) > 8 else "center",
+                       fontsize=6 if len(x) > 40 else None)
     ax_norm.set_xlabel("HF index (HF[0] = embeddings, HF[N] = after the final norm)")
     fig.suptitle(title)
     return fig
@@ -88,7 +89,9 @@ def similarity_figure(
     """
     m = np.asarray(matrix, dtype=float)
     rows, cols = m.shape
-    fig = ReportFigure(figsize=(max(6.5, 1.0 * cols + 4.0), max(3.5, 0.34 * rows + 2.0)), layout="constrained")
+    # Kimi-K2.5 has 63 candidate rows (HF[0..61], pre- and post-norm final): cap the size, shrink the labels.
+    fig = ReportFigure(figsize=(min(16.0, max(6.5, 1.0 * cols + 4.0)), min(14.0, max(3.5, 0.34 * rows + 2.0))),
+                       layout="constrained")
     ax = fig.subplots()
     finite = m[np.isfinite(m)]
     # Neighbouring layers of a real model agree to 0.9 and more: spread the colours over the range
@@ -110,14 +113,14 @@ def similarity_figure(
         if i is not None:
             ax.add_patch(_box(j, i, "black", inset=0.12, linestyle="--"))
     ax.set_xticks(range(cols), list(serve_labels), rotation=20 if cols > 1 else 0, ha="right" if cols > 1 else "center")
-    ax.set_yticks(range(rows), list(train_labels))
+    ax.set_yticks(range(rows), list(train_labels), fontsize=6 if rows > 30 else None)
     ax.set_xlabel("serve slice (as the serve dump claims it)")
     ax.set_ylabel("train HF index")
     handles, labels = [_box(0, 0, "#ff2d2d")], ["best match (measured)"]
     if marked is not None and any(i is not None for i in marked):
         handles.append(_box(0, 0, "black", linestyle="--"))
         labels.append(marked_label)
-    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8, frameon=False)
+    fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     ax.set_title(title, fontsize=10, wrap=True)
     return fig
 
