@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import time
 from typing import Any, Iterator
@@ -27,10 +28,12 @@ from alignprobe.compare.policy import Policy, resolve_policy
 from alignprobe.compare.result import CompareResult, Finding, SliceMetrics, StreamComparison
 from alignprobe.compare.diagnoses import finding
 from alignprobe.dump import Dump, open_dump
+from alignprobe.dump.readahead import read_ahead
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 from alignprobe.errors import BadInput
 
 DEFAULT_MAPPING_TOKENS = 2048
+READ_AHEAD_BLOCKS = 1  # blocks read in a background thread ahead of the metrics (0: read in turn)
 
 
 def compare(
@@ -208,18 +211,28 @@ def _measure(
     )
     block_rows = max(1, block_bytes // max(1, row_bytes))
     H = hidden_size
-    for run in _runs(segments):
-        positions = np.concatenate([s.position + np.arange(s.length) for s in run])
-        t0, v0, total = run[0].train_row, run[0].serve_row, len(positions)
-        for start in range(0, total, block_rows):
-            stop = min(total, start + block_rows)
-            served = {s: serve.read(s, v0 + start, v0 + stop) for s in serve_streams}
-            trained = {s: train.read(s, t0 + start, t0 + stop) for s in train_streams}
-            pos = positions[start:stop]
-            for p in pairs:
-                a = trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H]
-                b = served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H]
-                p.acc.update(a, b, pos)
+
+    def read_block(positions: np.ndarray, serve_rows: slice, train_rows: slice):
+        served = {s: serve.read(s, serve_rows.start, serve_rows.stop) for s in serve_streams}
+        trained = {s: train.read(s, train_rows.start, train_rows.stop) for s in train_streams}
+        return positions, served, trained
+
+    def block_reads():
+        for run in _runs(segments):
+            positions = np.concatenate([s.position + np.arange(s.length) for s in run])
+            t0, v0, total = run[0].train_row, run[0].serve_row, len(positions)
+            for start in range(0, total, block_rows):
+                stop = min(total, start + block_rows)
+                yield functools.partial(
+                    read_block, positions[start:stop], slice(v0 + start, v0 + stop), slice(t0 + start, t0 + stop)
+                )
+
+    # The next block is read while this one is measured (benchmarks/compare_throughput.py).
+    for pos, served, trained in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
+        for p in pairs:
+            a = trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H]
+            b = served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H]
+            p.acc.update(a, b, pos)
     out = []
     for plan in plans:
         sclaim = serve.streams[plan.serve_stream]
