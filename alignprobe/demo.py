@@ -63,14 +63,14 @@ class DemoResult:
 
     def format(self) -> str:
         width = max(len(o.name) for o in self.outcomes)
-        expected = [o.expected_verdict + (f" {o.expected_code}" if o.expected_code else "") for o in self.outcomes]
-        span = max(map(len, expected))
         lines = []
-        for o, want in zip(self.outcomes, expected):
-            mark = "ok  " if o.as_expected else "FAIL"
+        for o in self.outcomes:
             got = o.codes[0] if o.codes else "-"
-            headline = o.headline if len(o.headline) <= 90 else o.headline[:87] + "..."
-            lines.append(f"  [{mark}] {o.name:<{width}}  {o.verdict:<4}  {got:<14}  expected {want:<{span}}  {headline}")
+            text = o.headline or o.planted
+            text = text if len(text) <= 72 else text[:69] + "..."
+            if not o.as_expected:
+                text = f"expected {o.expected_verdict} {o.expected_code or '(no findings)'}; got: {text}"
+            lines.append(f"  {'ok' if o.as_expected else 'WRONG':<5} {o.name:<{width}}  {o.verdict:<4}  {got:<14}  {text}")
         lines.append("")
         lines.append(f"reports: {os.path.join(self.out_dir, '<scenario>', 'report.html')} (and summary.md, result.json)")
         lines.append(f"dumps:   {os.path.join(self.out_dir, 'dumps')}")
