@@ -41,7 +41,6 @@ def measure(archs, seeds, num_layers, hidden_size, train_steps, num_samples, wor
     from alignprobe.quant import simulate_weight_quant
     from alignprobe.scenarios import scenario_model, scenario_prompts
 
-    permissive = {"severity": {}}  # the numbers are what matter here, not the verdict
     runs = []
     for arch in archs:
         for seed in seeds:
@@ -56,15 +55,19 @@ def measure(archs, seeds, num_layers, hidden_size, train_steps, num_samples, wor
                     simulate_weight_quant(serve_model, scheme, group_size=128)
                 serve = os.path.join(work_dir, f"{arch}-{seed}-{name.replace(' ', '_').replace(',', '')}.h5")
                 capture_hf(serve_model, prompts, serve, batch_size=batch, dtype=dtype, progress=False)
-                result = compare(train, serve, permissive)
+                result = compare(train, serve)  # the default policy: its findings are recorded too
                 aux = next(s for s in result.streams if s.role == "drafter_input")
                 layers = [s for s in result.streams if s.serve_stream == "layers"]
+                mapping = next(m for m in result.mappings if m.serve_stream == aux.serve_stream)
                 runs.append(
                     {
                         "arch": arch,
                         "seed": seed,
                         "setting": name,
+                        "verdict": result.verdict,
+                        "findings": [f"{f.code}:{f.severity}@{f.stream}" for f in result.findings],
                         "aux": [_numbers(m) for m in aux.slices],
+                        "aux_margins": [m.margin for m in mapping.matches],
                         "layers": [_numbers(m) for m in layers[0].slices] if layers else [],
                     }
                 )
@@ -79,7 +82,18 @@ def _numbers(m):
         "cosine_mean": m.cosine_mean,
         "cosine_p1": m.cosine_p1,
         "norm_ratio": m.norm_ratio,
+        "position_growth": _growth(m),
     }
+
+
+def _growth(m):
+    """rel-RMS of the last well-filled position bucket over positions 1-15 (what position_drift tests)."""
+    early = [b for b in m.positions if 1 <= b.start < 16]
+    late = [b for b in m.positions if b.start >= 16 and b.tokens >= max(16, m.tokens // 100)]
+    if not early or not late:
+        return None
+    base = (sum(b.rel_rms**2 * b.tokens for b in early) / sum(b.tokens for b in early)) ** 0.5
+    return late[-1].rel_rms / base if base > 0 else None
 
 
 def summarise(runs):
@@ -89,6 +103,9 @@ def summarise(runs):
         rel = sorted(x["rel_rms"] for r in runs if r["setting"] == name for x in r["aux"])
         p1 = sorted(x["cosine_p1"] for r in runs if r["setting"] == name for x in r["aux"])
         ratio = [x["norm_ratio"] for r in runs if r["setting"] == name for x in r["aux"]]
+        growth = [x["position_growth"] for r in runs if r["setting"] == name for x in r["aux"] if x["position_growth"]]
+        margins = [m for r in runs if r["setting"] == name for m in r["aux_margins"]]
+        verdicts = [r["verdict"] for r in runs if r["setting"] == name]
         if not rel:
             continue
         table[name] = {
@@ -99,19 +116,26 @@ def summarise(runs):
             "cosine_p1_median": statistics.median(p1),
             "cosine_p1_min": p1[0],
             "norm_ratio_max_dev": max(abs(x - 1) for x in ratio),
+            "position_growth_max": max(growth) if growth else None,
+            "mapping_margin_min": min(margins),
+            "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
         }
     return table
 
 
 def markdown(table):
     lines = [
-        "| setting (serve vs bf16 batch-4 train) | slices | rel-RMS median | rel-RMS p95 | rel-RMS max | cosine p1 median | cosine p1 min | max abs(norm ratio - 1) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| setting (serve vs bf16 batch-4 train) | slices | rel-RMS median | rel-RMS p95 | rel-RMS max "
+        "| cosine p1 median | cosine p1 min | max abs(norm ratio - 1) | max position growth | min mapping margin "
+        "| default verdicts |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, t in table.items():
         lines.append(
             f"| {name} | {t['slices']} | {t['rel_rms_median']:.4f} | {t['rel_rms_p95']:.4f} | {t['rel_rms_max']:.4f} | "
-            f"{t['cosine_p1_median']:.5f} | {t['cosine_p1_min']:.5f} | {t['norm_ratio_max_dev']:.4f} |"
+            f"{t['cosine_p1_median']:.5f} | {t['cosine_p1_min']:.5f} | {t['norm_ratio_max_dev']:.4f} | "
+            f"{t['position_growth_max'] or float('nan'):.2f} | {t['mapping_margin_min']:.4f} | "
+            f"{', '.join(f'{v} x{n}' for v, n in t['verdicts'].items())} |"
         )
     return "\n".join(lines)
 
