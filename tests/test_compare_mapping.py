@@ -142,3 +142,27 @@ def test_layers_streams_are_paired_per_index_and_capped_at_warn(tmp_path, sample
     r = compare(train, serve)
     f = r.finding("layer_offset")
     assert f.evidence["shift"] == 1 and f.severity == "warn" and r.verdict == "WARN"
+
+
+def test_a_partial_train_dump_says_the_mapping_is_not_definite(tmp_path, samples):
+    streams = {"aux": StreamClaim(AUX, H, N, "float32"), "final": StreamClaim((N,), H, N, "float32", "post", "final")}
+    train = write_dump(tmp_path / "t.h5", samples, streams,
+                       lambda hf, pre, sid: {"aux": hf[:, list(AUX)].reshape(len(hf), -1), "final": hf[:, N]})
+    r = compare(train, write_serve(tmp_path / "s.h5", samples, taps=(3, 4, 5)))
+    f = next(f for f in r.findings if f.severity == "error")
+    assert f.code in ("layer_offset", "wrong_taps") and "holds only HF[2, 3, 4, 6]" in f.fix
+
+
+def test_wide_serve_streams_sample_fewer_rows_and_say_so(tmp_path, samples, train, monkeypatch):
+    import sys
+
+    entry = sys.modules["alignprobe.compare.compare"]  # the module (the package's .compare is the function)
+
+    claim = StreamClaim(range(N + 1), H, N, "float32", "post", "layers")
+    serve = write_dump(tmp_path / "s.h5", samples, {"layers": claim}, lambda hf, pre, sid: {"layers": hf.reshape(len(hf), -1)})
+    monkeypatch.setattr(entry, "MAPPING_BYTES", 4 * H * (N + 1) * 100)
+    monkeypatch.setattr(entry, "MIN_MAPPING_ROWS", 50)
+    r = compare(train, serve)
+    ms = r.mappings[0]
+    assert ms.tokens_sampled <= 100 < 6 * 40 and "windows" in ms.sampling
+    assert ms.measured == [f"HF[{i}]" for i in range(N + 1)] and r.verdict == "PASS"

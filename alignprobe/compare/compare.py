@@ -33,6 +33,9 @@ from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 from alignprobe.errors import BadInput
 
 DEFAULT_MAPPING_TOKENS = 2048
+# Memory for the serve slices of the mapping sample (float32), and the fewest rows a search uses.
+MAPPING_BYTES = 512 << 20
+MIN_MAPPING_ROWS = 128
 READ_AHEAD_BLOCKS = 1  # blocks read in a background thread ahead of the metrics (0: read in turn)
 
 
@@ -79,12 +82,14 @@ def compare(
                 continue
             if not sampled.rows:
                 continue
+            # The serve slices of the sample are held at once: a very wide stream (a full layer
+            # stack) gets fewer sampled rows so that stays under MAPPING_BYTES.
+            rows = max(MIN_MAPPING_ROWS, MAPPING_BYTES // (4 * hidden_size * plan.num_slices))
+            plan_rows = sampled if rows >= sampled.rows else sample_rows(segments, rows)
             ms = search_mapping(
-                tr, sv, plan.serve_stream, hidden_size, candidates, sampled,
-                expected=plan.expected_labels if plan.width_ok else [],
-                role=plan.role, tie_cosine=policy.mapping_tie_cosine,
+                tr, sv, plan.serve_stream, hidden_size, candidates, plan_rows,
+                expected=plan.expected_labels, role=plan.role, tie_cosine=policy.mapping_tie_cosine,
             )
-            ms.expected = plan.expected_labels
             mappings.append(ms)
             if not plan.width_ok:
                 findings += width_findings(ms, plan.expected_labels, hidden_size, num_layers, policy)

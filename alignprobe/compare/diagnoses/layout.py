@@ -95,6 +95,17 @@ def width_findings(
     return [finding("width_mismatch", title, evidence, fix, policy, stream=ms.serve_stream, role=ms.role)]
 
 
+def _partial_train_note(ms: MappingSearch, num_layers: int) -> str:
+    """When the train dump lacks some HF indices, a serve slice may be one of those: say so."""
+    held = sorted({c.hf_index for c in ms.candidates})
+    if held == list(range(num_layers + 1)):
+        return ""
+    return (
+        f" The train dump holds only HF{held}, so a serve slice from another layer can only match its nearest "
+        "neighbour: capture the train side with every layer (layers='all') for a definite mapping."
+    )
+
+
 def layout_findings(ms: MappingSearch, expected: list[Key], num_layers: int, policy: Policy) -> Layout:
     """Compare the measured mapping with the expected one (same number of slices on both sides)."""
     measured = _measured(ms, policy)
@@ -126,7 +137,7 @@ def layout_findings(ms: MappingSearch, expected: list[Key], num_layers: int, pol
                 f"serve slice(s) {lost} match no train slice (best cosine "
                 f"{max(ms.matches[j].score for j in lost):.3f}): they are not any HF index the train dump holds",
                 {**base, "expected": ms.expected, "claimed": ms.claimed},
-                "Capture the train side with every layer (layers=all) to find where these states come from; "
+                "Capture the train side with every layer (layers='all') to find where these states come from; "
                 "check the engine's capture point (a residual stream without the residual added, a different "
                 "model or revision).",
                 policy,
@@ -135,7 +146,9 @@ def layout_findings(ms: MappingSearch, expected: list[Key], num_layers: int, pol
             )
         )
     else:
-        findings.append(_mismatch(ms, measured, expected, num_layers, base, policy))
+        mismatch = _mismatch(ms, measured, expected, num_layers, base, policy)
+        mismatch.fix += _partial_train_note(ms, num_layers)
+        findings.append(mismatch)
 
     weak = [
         {"serve_slice": m.serve_slice, "measured": m.best_label, "runner_up": m.runner_up_label, "margin": round(m.margin, 6)}
