@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 
 from matplotlib.figure import Figure
 
@@ -111,20 +110,12 @@ def write_report(
 
 
 def _write_atomic(path: str, text: str) -> None:
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".alignprobe-", suffix=".tmp")
+    tmp = f"{path}.{os.getpid()}.tmp"  # beside the target, so the rename stays on one filesystem
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a report is meant to be shared
         os.replace(tmp, path)
-    except BaseException:
+    except OSError as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+        raise BadInput(f"{path}: cannot write the report there ({exc.strerror or exc})") from None
