@@ -167,6 +167,13 @@ def test_out_of_memory_keeps_the_samples_and_says_how_to_go_on(llama, tmp_path):
     assert (tmp_path / "oom.h5.partial").is_dir()
 
 
+def test_a_shard_is_written_every_flush_seconds(llama, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        capture_hf(FailAfter(llama, fail_on_call=4), random_prompts(20), tmp_path / "t.h5", batch_size=4,
+                   flush_seconds=0, progress=False)
+    assert len(list((tmp_path / "t.h5.partial").glob("shard-*.h5"))) == 3  # one a batch, before the failure
+
+
 def test_resume_skips_finished_samples(llama, tmp_path):
     prompts = random_prompts(20, seed=3)
     out = tmp_path / "r.h5"
@@ -174,6 +181,7 @@ def test_resume_skips_finished_samples(llama, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         capture_hf(interrupted, prompts, out, batch_size=4, progress=False)
     assert not out.exists() and (tmp_path / "r.h5.partial").is_dir()
+    assert len(list((tmp_path / "r.h5.partial").glob("shard-*.h5"))) == 1  # the three batches, kept on the way out
     with pytest.raises(BadInput, match="--resume"):
         capture_hf(llama, prompts, out, batch_size=4, progress=False)
     with pytest.raises(BadInput, match="same settings"):
