@@ -9,6 +9,7 @@ from alignprobe.report.html import format_number, format_value
 
 MAX_FINDINGS = 8  # a CI comment is read on one screen; the HTML report has the rest
 MAX_EVIDENCE = 4
+LEADING_EVIDENCE = ("shift", "expected", "measured", "margins", "worst", "serve_width", "expected_width", "rows", "fraction")
 ICONS = {"PASS": "✅", "WARN": "⚠️", "FAIL": "❌"}
 
 
@@ -59,7 +60,9 @@ def _worst_slice_line(pair: StreamComparison) -> str:
 def _short_evidence(evidence: dict) -> list[tuple[str, object]]:
     """The first few evidence entries that fit on a line: numbers, words, short lists of them."""
     out = []
-    for key, value in evidence.items():
+    # The keys that say what happened come first; how it was measured (sampling, token counts) last.
+    ordered = sorted(evidence.items(), key=lambda kv: kv[0] not in LEADING_EVIDENCE)
+    for key, value in ordered:
         flat = not isinstance(value, (dict, list, tuple)) or all(not isinstance(v, (dict, list, tuple)) for v in value)
         if flat and len(format_value(value)) <= 60:
             out.append((key, value))
