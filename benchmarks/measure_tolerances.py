@@ -3,13 +3,14 @@
 For each tiny trained model (DeepseekV3- and Llama-shaped, several seeds) a train dump is captured
 the way an extractor would (bfloat16, batch size 4), then serve dumps of the same prompts under each
 setting: bfloat16 at other batch sizes, float16, float32, and simulated INT8 / FP8 / INT4 weight
-quantization in bfloat16. ``alignprobe.compare`` measures every pair; the per-slice rel-RMS and
-cosine p1 of the EAGLE-3 aux slices (and of every layer) are written to a JSON file and summarised
-as the table in docs/policy.md.
+quantization in bfloat16. ``alignprobe.compare`` measures every pair; the per-slice rel-RMS,
+cosine p1, norm ratio and position growth of every layer (and of the EAGLE-3 aux slices) are written
+to a JSON file and summarised as the table in docs/policy.md.
 
     python benchmarks/measure_tolerances.py --out benchmarks/results/tolerances.json
+    python benchmarks/measure_tolerances.py --from-json benchmarks/results/tolerances.json   # table only
 
-Takes a few minutes on 2 CPU cores (most of it training the tiny models).
+Takes about a minute on 2 idle CPU cores (most of it training the tiny models).
 """
 
 from __future__ import annotations
@@ -96,14 +97,21 @@ def _growth(m):
     return late[-1].rel_rms / base if base > 0 else None
 
 
+def _slices(runs, name):
+    """Every compared layer of the runs of one setting: HF[1..N] (HF[0], the embedding, never drifts)."""
+    return [x for r in runs if r["setting"] == name for x in r["layers"] if x["label"] != "HF[0]"]
+
+
 def summarise(runs):
-    """Per setting: rel-RMS median / p95 / max and cosine p1 min over every aux slice of every run."""
+    """Per setting, over every layer HF[1..N] of every run: rel-RMS median / p95 / max, cosine p1,
+    norm ratio, position growth; and the aux mapping margins and default verdicts."""
     table = {}
     for name, *_ in SETTINGS:
-        rel = sorted(x["rel_rms"] for r in runs if r["setting"] == name for x in r["aux"])
-        p1 = sorted(x["cosine_p1"] for r in runs if r["setting"] == name for x in r["aux"])
-        ratio = [x["norm_ratio"] for r in runs if r["setting"] == name for x in r["aux"]]
-        growth = [x["position_growth"] for r in runs if r["setting"] == name for x in r["aux"] if x["position_growth"]]
+        slices = _slices(runs, name)
+        rel = sorted(x["rel_rms"] for x in slices)
+        p1 = sorted(x["cosine_p1"] for x in slices)
+        ratio = [x["norm_ratio"] for x in slices]
+        growth = [x["position_growth"] for x in slices if x["position_growth"]]
         margins = [m for r in runs if r["setting"] == name for m in r["aux_margins"]]
         verdicts = [r["verdict"] for r in runs if r["setting"] == name]
         if not rel:
@@ -125,7 +133,7 @@ def summarise(runs):
 
 def markdown(table):
     lines = [
-        "| setting (serve vs bf16 batch-4 train) | slices | rel-RMS median | rel-RMS p95 | rel-RMS max "
+        "| setting (serve vs bf16 batch-4 train) | layers | rel-RMS median | rel-RMS p95 | rel-RMS max "
         "| cosine p1 median | cosine p1 min | max abs(norm ratio - 1) | max position growth | min mapping margin "
         "| default verdicts |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -144,12 +152,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results/tolerances.json")
     parser.add_argument("--archs", default="deepseek_v3,llama")
-    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--num-layers", type=int, default=8)
     parser.add_argument("--hidden-size", type=int, default=64)
     parser.add_argument("--train-steps", type=int, default=60)
     parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--from-json", help="Summarise the runs of an earlier --out file instead of measuring.")
     args = parser.parse_args(argv)
+    if args.from_json:
+        with open(args.from_json) as fh:
+            print(markdown(summarise(json.load(fh)["runs"])))
+        return
     with tempfile.TemporaryDirectory(prefix="alignprobe-tolerances-") as work:
         runs = measure(
             args.archs.split(","), [int(s) for s in args.seeds.split(",")], args.num_layers, args.hidden_size,

@@ -21,9 +21,9 @@ from alignprobe.errors import BadInput
 class Policy:
     # Numeric drift of a correctly mapped slice: relative RMS error ||b-a||/||a|| over all rows,
     # and the 1st percentile of the per-token cosine. Beyond warn: WARN; beyond fail: FAIL.
-    drift_warn_rel_rms: float = 0.05
-    drift_fail_rel_rms: float = 0.08
-    drift_warn_cosine_p1: float = 0.97
+    drift_warn_rel_rms: float = 0.055
+    drift_fail_rel_rms: float = 0.07
+    drift_warn_cosine_p1: float = 0.95
     drift_fail_cosine_p1: float = 0.90
     # Scale: the slice points the right way (cosine p50 at least scale_min_cosine) but its norm
     # ratio ||b||/||a|| is outside [1/(1+t), 1+t].
