@@ -102,3 +102,21 @@ def test_sample_and_max_tokens_bound_the_work(tmp_path, samples, train):
         assert sum(seg.length for seg in segments) == 50 == check.aligned_tokens
     r = compare(train, serve, max_tokens=50)
     assert r.streams[0].slices[0].tokens == 50 and r.options["max_tokens"] == 50
+
+
+def test_many_token_issues_are_all_counted_but_few_kept(tmp_path, monkeypatch):
+    import alignprobe.compare.pairing as pairing
+
+    monkeypatch.setattr(pairing, "MAX_ISSUES", 3)
+    samples = make_samples(num=8, length=24)
+    train = write_train(tmp_path / "t.h5", samples)
+    from compare_helpers import AUX, aux_claim, write_dump
+
+    serve = write_dump(
+        tmp_path / "s.h5", samples, {"hidden_states": aux_claim()},
+        lambda hf, pre, sid: {"hidden_states": hf[1:, list(AUX)].reshape(len(hf) - 1, -1)},
+        ids_fn=lambda ids, sid: ids[1:],
+    )
+    r = compare(train, serve)
+    assert len(r.tokens.issues) == 3 and r.tokens.issue_counts == {"shift": 8} and r.tokens.shift_counts == {"1": 8}
+    assert r.finding("token_shift").evidence["samples"] == 8

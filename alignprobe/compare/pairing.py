@@ -18,6 +18,7 @@ from alignprobe.dump import Dump
 
 MAX_SHIFT = 8  # token shifts tried when the ids differ
 EXAMPLES = 20  # unpaired ids listed in the result
+MAX_ISSUES = 200  # per-sample token issues kept in the result (all are counted)
 
 
 @dataclasses.dataclass
@@ -102,7 +103,11 @@ def pair_samples(
         if al.kind == "identical":
             check.identical += 1
         else:
-            check.issues.append(_issue(sid, al, t_ids, s_ids, tokenizer))
+            check.issue_counts[al.kind] = check.issue_counts.get(al.kind, 0) + 1
+            if al.kind == "shift":
+                check.shift_counts[str(al.shift)] = check.shift_counts.get(str(al.shift), 0) + 1
+            if len(check.issues) < MAX_ISSUES:
+                check.issues.append(_issue(sid, al, t_ids, s_ids, tokenizer))
         if sid not in chosen:
             continue
         length = al.length if budget is None else min(al.length, budget)

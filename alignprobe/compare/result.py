@@ -42,7 +42,8 @@ Field names are stable (the reporter renders them, ``--json`` writes them); add 
     identical (samples whose token ids agree), aligned_tokens (rows the numbers cover), and
     ``issues`` (TokenIssue per sample: kind "shift" | "divergent" | "padding" | "length", shift k
     with serve token i == train token i+k, first_divergence, train/serve token there (and decoded
-    text when a tokenizer was given), train_len, serve_len, aligned_length).
+    text when a tokenizer was given), train_len, serve_len, aligned_length), kept for the first 200
+    such samples; ``issue_counts`` (kind -> samples) and ``shift_counts`` (k -> samples) count them all.
 """
 
 from __future__ import annotations
@@ -205,7 +206,9 @@ class TokenCheck:
     identical: int = 0
     compared_samples: int = 0  # paired samples whose states were compared (after --sample)
     aligned_tokens: int = 0  # rows compared (after --max-tokens)
-    issues: list[TokenIssue] = dataclasses.field(default_factory=list)
+    issues: list[TokenIssue] = dataclasses.field(default_factory=list)  # the first MAX_ISSUES only
+    issue_counts: dict[str, int] = dataclasses.field(default_factory=dict)  # kind -> samples, all of them
+    shift_counts: dict[str, int] = dataclasses.field(default_factory=dict)  # str(k) -> samples shifted by k
 
 
 @dataclasses.dataclass

@@ -36,17 +36,17 @@ def token_findings(check: TokenCheck, policy: Policy) -> list[Finding]:
     by_kind = collections.defaultdict(list)
     for issue in check.issues:
         by_kind[issue.kind].append(issue)
-    if by_kind["shift"]:
-        shifts = collections.Counter(i.shift for i in by_kind["shift"])
-        k, _ = shifts.most_common(1)[0]
+    counts = check.issue_counts
+    if counts.get("shift"):
+        k = int(max(check.shift_counts, key=check.shift_counts.get))
         out.append(
             finding(
                 "token_shift",
-                f"{len(by_kind['shift'])} samples have their token ids shifted "
+                f"{counts['shift']} samples have their token ids shifted "
                 f"(serve token i = train token i{k:+d} in most); states were compared on the aligned part",
                 {
-                    "samples": len(by_kind["shift"]),
-                    "shifts": {str(s): n for s, n in sorted(shifts.items())},
+                    "samples": counts["shift"],
+                    "shifts": dict(sorted(check.shift_counts.items(), key=lambda kv: int(kv[0]))),
                     "examples": [
                         {"sample_id": i.sample_id, "shift": i.shift, "train_len": i.train_len,
                          "serve_len": i.serve_len, "aligned_length": i.aligned_length}
@@ -60,15 +60,16 @@ def token_findings(check: TokenCheck, policy: Policy) -> list[Finding]:
                 policy,
             )
         )
-    if by_kind["divergent"]:
-        first = by_kind["divergent"][0]
+    if counts.get("divergent"):
+        first = by_kind["divergent"][0] if by_kind["divergent"] else None
+        where = f" (first at position {first.first_divergence} of {first.sample_id!r})" if first else ""
         out.append(
             finding(
                 "token_mismatch",
-                f"{len(by_kind['divergent'])} samples have different token ids (first at position "
-                f"{first.first_divergence} of {first.sample_id!r}); states were compared up to there",
+                f"{counts['divergent']} samples have different token ids{where}; states were compared up to "
+                "the first difference",
                 {
-                    "samples": len(by_kind["divergent"]),
+                    "samples": counts["divergent"],
                     "examples": [
                         {"sample_id": i.sample_id, "first_divergence": i.first_divergence,
                          "train_token": i.train_token, "serve_token": i.serve_token,
@@ -82,15 +83,17 @@ def token_findings(check: TokenCheck, policy: Policy) -> list[Finding]:
                 policy,
             )
         )
-    if by_kind["padding"]:
-        sides = collections.Counter(i.padded_side for i in by_kind["padding"])
+    if counts.get("padding"):
+        sides = collections.Counter(i.padded_side for i in by_kind["padding"])  # of the samples kept
         out.append(
             finding(
                 "token_padding",
-                f"{len(by_kind['padding'])} samples carry extra trailing tokens on one side "
-                f"({', '.join(f'{n} on the {s} side' for s, n in sides.items())}); compared on the common part",
+                f"{counts['padding']} samples carry extra trailing tokens on one side "
+                f"({', '.join(f'{n} on the {s} side' for s, n in sides.items())}"
+                f"{' among those listed' if len(by_kind['padding']) < counts['padding'] else ''}); "
+                "compared on the common part",
                 {
-                    "samples": len(by_kind["padding"]),
+                    "samples": counts["padding"],
                     "sides": dict(sides),
                     "examples": [
                         {"sample_id": i.sample_id, "train_len": i.train_len, "serve_len": i.serve_len}
