@@ -22,7 +22,7 @@ MUST_RAISE = {
     "offset_plus1": ("layer_offset", "error"),
     "offset_minus1": ("layer_offset", "error"),
     "wrong_taps": ("wrong_taps", "error"),
-    "final_norm_swap": ("final_norm_mismatch", "error"),
+    "final_norm_swap": ("final_norm_mismatch", "warn"),  # on the final stream, beside a correct aux stream
     "token_shift": ("token_shift", "warn"),
     "scale_50x": ("scale_mismatch", "error"),
     "int4": ("numeric_drift", None),  # warn or error: the size is the policy's call
@@ -99,7 +99,8 @@ def test_wrong_taps_and_final_norm_details(arch):
     assert f.stream == "final" and "PRE-norm" in f.title
     assert r.mappings[[m.serve_stream for m in r.mappings].index("final")].measured == [f"HF[{N}] pre-norm"]
     aux = next(s for s in r.streams if s.serve_stream == "aux")
-    assert aux.mapping_ok  # the aux stream of the same dump is fine
+    assert aux.mapping_ok  # the aux stream of the same dump is fine, so the final stream only warns
+    assert r.verdict == "WARN"
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -27,7 +27,7 @@ from alignprobe.compare.plan import StreamPlan, plan_streams, train_geometry
 from alignprobe.compare.policy import Policy, resolve_policy
 from alignprobe.compare.result import CompareResult, Finding, SliceMetrics, StreamComparison
 from alignprobe.compare.diagnoses import finding
-from alignprobe.dump import Dump, open_dump
+from alignprobe.dump import ROLE_DRAFTER_INPUT, ROLE_FINAL, Dump, open_dump
 from alignprobe.dump.readahead import read_ahead
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 from alignprobe.errors import BadInput
@@ -105,7 +105,7 @@ def compare(
             findings += numeric_findings(
                 comparison, ok, policy, dataclasses.asdict(tr.provenance), dataclasses.asdict(sv.provenance)
             )
-        findings = sort_findings(findings)
+        findings = sort_findings(_cap_secondary(findings, plans))
         severities = {f.severity for f in findings}
         verdict = "FAIL" if "error" in severities else "WARN" if "warn" in severities else "PASS"
         return CompareResult(
@@ -131,6 +131,18 @@ def compare(
             notes=notes,
             elapsed_s=time.perf_counter() - started,
         )
+
+
+def _cap_secondary(findings: list[Finding], plans: list[StreamPlan]) -> list[Finding]:
+    """With a drafter_input pair compared, the final stream is not what the drafter reads (EAGLE-3
+    feeds it the aux concat only): its findings inform, capped at warn. Without one, they count."""
+    if not any(p.role == ROLE_DRAFTER_INPUT for p in plans):
+        return findings
+    finals = {p.serve_stream for p in plans if p.role == ROLE_FINAL}
+    for f in findings:
+        if f.stream in finals and f.severity == "error":
+            f.severity = "warn"
+    return findings
 
 
 @contextlib.contextmanager
