@@ -33,7 +33,9 @@ from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 from alignprobe.errors import BadInput
 
 DEFAULT_MAPPING_TOKENS = 2048
-# Memory for the serve slices of the mapping sample (float32), and the fewest rows a search uses.
+# The mapping search scores every serve slice against every train slice on each sampled row: a wide
+# serve stream (a full layer stack: N+1 slices x N+2 candidates) is scored on fewer rows, so that
+# (serve values per row) x (rows) stays under MAPPING_BYTES of float32; never fewer than MIN_MAPPING_ROWS.
 MAPPING_BYTES = 512 << 20
 MIN_MAPPING_ROWS = 128
 READ_AHEAD_BLOCKS = 1  # blocks read in a background thread ahead of the metrics (0: read in turn)
@@ -82,8 +84,7 @@ def compare(
                 continue
             if not sampled.rows:
                 continue
-            # The serve slices of the sample are held at once: a very wide stream (a full layer
-            # stack) gets fewer sampled rows so that stays under MAPPING_BYTES.
+            # Its work grows with slices x candidates x rows: a very wide stream gets fewer rows.
             rows = max(MIN_MAPPING_ROWS, MAPPING_BYTES // (4 * hidden_size * plan.num_slices))
             plan_rows = sampled if rows >= sampled.rows else sample_rows(segments, rows)
             ms = search_mapping(

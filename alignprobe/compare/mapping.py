@@ -19,7 +19,7 @@ import numpy as np
 
 from alignprobe.compare.pairing import Segment
 from alignprobe.compare.result import Candidate, MappingSearch, SliceMatch
-from alignprobe.dump import FINAL_NORM_POST, Dump, StreamClaim, hf_label
+from alignprobe.dump import FINAL_NORM_POST, Dump, StreamClaim
 
 # Preference when two train streams hold the same HF index: the full layer stack names it.
 ROLE_ORDER = {"layers": 0, "drafter_input": 1, "final": 2}
@@ -86,20 +86,23 @@ def _read(dump: Dump, stream: str, ranges, columns: slice | None = None) -> np.n
 
 
 GROUP_ROWS = 256  # sampled rows scored at once: one slice of them is ~7 MB at H = 7168
+# ... but fewer for a wide serve stream: all its slices of a group are held at once (twice: values
+# and unit rows), so a full 62-slice layer stack at H = 7168 is scored 36 rows at a time.
+GROUP_BYTES = 64 << 20
 
 
-def _groups(sampled: SampledRows) -> Iterator[tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
-    """The sampled windows in groups of about GROUP_ROWS rows (many short segments read together)."""
+def _groups(sampled: SampledRows, group_rows: int = GROUP_ROWS) -> Iterator[tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+    """The sampled windows in groups of about ``group_rows`` rows (many short segments read together)."""
     t_group: list[tuple[int, int]] = []
     v_group: list[tuple[int, int]] = []
     rows = 0
     for (t0, t1), (v0, v1) in zip(sampled.train_ranges, sampled.serve_ranges):
-        for start in range(0, t1 - t0, GROUP_ROWS):  # a long window is split too
-            stop = min(t1 - t0, start + GROUP_ROWS)
+        for start in range(0, t1 - t0, group_rows):  # a long window is split too
+            stop = min(t1 - t0, start + group_rows)
             t_group.append((t0 + start, t0 + stop))
             v_group.append((v0 + start, v0 + stop))
             rows += stop - start
-            if rows >= GROUP_ROWS:
+            if rows >= group_rows:
                 yield t_group, v_group
                 t_group, v_group, rows = [], [], 0
     if t_group:
@@ -135,7 +138,8 @@ def search_mapping(
     # stay in cache, instead of every sampled row of every slice at once (hundreds of MB, page-faulted
     # fresh for each candidate: most of compare's time before, see benchmarks/compare_throughput.py).
     dots, both, serve_sq_sum, train_sq_sum = (np.zeros((k, n)) for _ in range(4))
-    for train_ranges, serve_ranges in _groups(sampled) if k else ():
+    group_rows = max(16, min(GROUP_ROWS, GROUP_BYTES // (4 * max(k, 1) * hidden_size)))
+    for train_ranges, serve_ranges in _groups(sampled, group_rows) if k else ():
         block = _read(serve, serve_stream, serve_ranges, slice(0, k * hidden_size))
         units, valid, sq = zip(*(_unit_rows(block[:, j * hidden_size : (j + 1) * hidden_size]) for j in range(k)))
         s_units = np.stack(units).reshape(k, -1)
