@@ -120,3 +120,41 @@ def test_many_token_issues_are_all_counted_but_few_kept(tmp_path, monkeypatch):
     r = compare(train, serve)
     assert len(r.tokens.issues) == 3 and r.tokens.issue_counts == {"shift": 8} and r.tokens.shift_counts == {"1": 8}
     assert r.finding("token_shift").evidence["samples"] == 8
+
+
+def _divergent_pair(tmp_path, provenance=None):
+    from alignprobe.dump import Provenance
+
+    samples = make_samples(num=3, length=16)
+    samples = {k: (ids % 200, hf, pre) for k, (ids, hf, pre) in samples.items()}  # byte tokens: printable text
+    prov = Provenance(**(provenance or {}))
+    train = write_train(tmp_path / "t.h5", samples, provenance=prov)
+
+    def ids_fn(ids, sid):
+        ids = ids.copy()
+        if sid == "s01":
+            ids[6] = ord("Z")
+        return ids
+
+    return train, write_serve(tmp_path / "s.h5", samples, ids_fn=ids_fn, provenance=prov), samples
+
+
+def test_the_tokenizer_of_a_local_model_folder_decodes_divergent_tokens(tmp_path):
+    from alignprobe.tiny_tokenizer import tiny_tokenizer
+
+    folder = tmp_path / "model"
+    tiny_tokenizer().save_pretrained(folder)
+    train, serve, samples = _divergent_pair(tmp_path, {"model": str(folder)})
+    ex = compare(train, serve).finding("token_mismatch").evidence["examples"][0]  # tokenizer="auto"
+    assert ex["first_divergence"] == 6 and "Z" in ex["serve_text"]
+    expected = bytes(int(i) for i in samples["s01"][0][3:10]).decode("latin-1")
+    assert ex["train_text"] and all(c in expected for c in ex["train_text"] if c.isascii() and c.isprintable())
+    assert compare(train, serve, tokenizer=None).finding("token_mismatch").evidence["examples"][0]["serve_text"] == ""
+
+
+def test_an_explicit_tokenizer_that_cannot_load_is_bad_input(tmp_path):
+    from alignprobe.errors import BadInput
+
+    train, serve, _ = _divergent_pair(tmp_path)
+    with pytest.raises(BadInput, match="cannot load a tokenizer"):
+        compare(train, serve, tokenizer=str(tmp_path / "no-such-folder"))

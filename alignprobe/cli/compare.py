@@ -26,7 +26,11 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Compare at most this many aligned token rows.")
 @click.option("--mapping-tokens", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Token rows sampled for the layer-mapping search.")
-def compare(train_dump, serve_dump, json_path, report_dir, policy_file, overrides, strict, sample, max_tokens, mapping_tokens) -> int:
+@click.option("--tokenizer", default="auto", show_default=True, metavar="PATH",
+              help="Local tokenizer folder to show differing tokens as text ('auto': the model folder in the "
+              "dumps' provenance, if local; 'none': never).")
+def compare(train_dump, serve_dump, json_path, report_dir, policy_file, overrides, strict, sample, max_tokens,
+            mapping_tokens, tokenizer) -> int:
     """Compare per layer; name each disagreement with evidence and a fix; exit 0 pass/warn, 1 fail, 2 bad input."""
     if json_path:
         for dump in (train_dump, serve_dump):
@@ -43,7 +47,8 @@ def compare(train_dump, serve_dump, json_path, report_dir, policy_file, override
                 merged[key] = value
         policy = policy.updated(merged)
     result = run_compare(
-        train_dump, serve_dump, policy, sample=sample, max_tokens=max_tokens, mapping_tokens=mapping_tokens
+        train_dump, serve_dump, policy, sample=sample, max_tokens=max_tokens, mapping_tokens=mapping_tokens,
+        tokenizer=None if tokenizer.lower() == "none" else tokenizer,
     )
     if json_path:
         _write_atomic(json_path, result.to_json())

@@ -49,15 +49,16 @@ def compare(
     sample: int | None = None,
     max_tokens: int | None = None,
     mapping_tokens: int = DEFAULT_MAPPING_TOKENS,
-    tokenizer: Any = None,
+    tokenizer: Any = "auto",
     block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> CompareResult:
     """Compare a train-side dump with a serve-side dump; returns a :class:`CompareResult`.
 
     ``policy``: a :class:`Policy`, a dict of overrides, or a JSON/TOML policy file. ``sample``: compare
     that many paired samples (evenly spread); ``max_tokens``: at most that many aligned rows;
-    ``mapping_tokens``: rows sampled for the mapping search; ``tokenizer``: anything with
-    ``decode(ids)``, to show divergent tokens as text.
+    ``mapping_tokens``: rows sampled for the mapping search; ``tokenizer``: how to show divergent
+    tokens as text: anything with ``decode(ids)``, the path of a local tokenizer folder, "auto" (the
+    default: the local model folder named in either dump's provenance, if there is one) or None.
     """
     for name, value in (("sample", sample), ("max_tokens", max_tokens), ("mapping_tokens", mapping_tokens)):
         if value is not None and value < 1:
@@ -67,7 +68,10 @@ def compare(
     with _opened(train) as tr, _opened(serve) as sv:
         hidden_size, num_layers = train_geometry(tr)
         notes = [f"train: {n}" for n in tr.notes] + [f"serve: {n}" for n in sv.notes]
-        tokens, segments = pair_samples(tr, sv, sample=sample, max_tokens=max_tokens, tokenizer=tokenizer)
+        given, load = _tokenizer(tokenizer, tr, sv)
+        tokens, segments = pair_samples(
+            tr, sv, sample=sample, max_tokens=max_tokens, tokenizer=given, load_tokenizer=load
+        )
         findings: list[Finding] = token_findings(tokens, policy)
         plans = plan_streams(tr, sv, hidden_size, notes)
         if not plans:
@@ -132,6 +136,31 @@ def compare(
             notes=notes,
             elapsed_s=time.perf_counter() - started,
         )
+
+
+def _tokenizer(tokenizer: Any, train: Dump, serve: Dump):
+    """(a tokenizer object, or a loader to call if one is needed) from compare()'s argument."""
+    if tokenizer is None:
+        return None, None
+    if isinstance(tokenizer, (str, os.PathLike)) and os.fspath(tokenizer) != "auto":
+        path = os.fspath(tokenizer)
+        return None, lambda: _load_tokenizer([path], required=True)
+    if isinstance(tokenizer, str):  # "auto"
+        models = [d.provenance.model for d in (train, serve)]
+        return None, lambda: _load_tokenizer([m for m in models if m and os.path.isdir(m)], required=False)
+    return tokenizer, None
+
+
+def _load_tokenizer(paths: list[str], required: bool):
+    for path in paths:
+        try:
+            from transformers import AutoTokenizer
+
+            return AutoTokenizer.from_pretrained(path, local_files_only=True)
+        except Exception as exc:  # noqa: BLE001 - any failure means "no text", said below if asked for
+            if required:
+                raise BadInput(f"--tokenizer {path}: cannot load a tokenizer from it ({type(exc).__name__})") from None
+    return None
 
 
 def _cap_secondary(findings: list[Finding], plans: list[StreamPlan]) -> list[Finding]:

@@ -9,7 +9,7 @@ compared only on the aligned rows, which :class:`Segment` records in flat row nu
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -69,11 +69,14 @@ def pair_samples(
     sample: int | None = None,
     max_tokens: int | None = None,
     tokenizer: Any = None,
+    load_tokenizer: Callable[[], Any] | None = None,
 ) -> tuple[TokenCheck, list[Segment]]:
     """Pair samples by id, align their tokens, and list the aligned rows to compare.
 
     ``sample`` keeps that many paired samples, evenly spread over the train order; ``max_tokens``
     stops the list of rows there. Both bound the work on large dumps and are reported.
+    ``tokenizer`` (anything with ``decode``) shows divergent tokens as text; ``load_tokenizer``
+    returns one, and is called only when a divergent sample needs it (loading costs seconds).
     """
     serve_ids = set(serve.sample_ids)
     train_ids = set(train.sample_ids)
@@ -107,6 +110,8 @@ def pair_samples(
             if al.kind == "shift":
                 check.shift_counts[str(al.shift)] = check.shift_counts.get(str(al.shift), 0) + 1
             if len(check.issues) < MAX_ISSUES:
+                if tokenizer is None and load_tokenizer is not None and al.kind == "divergent":
+                    tokenizer, load_tokenizer = load_tokenizer(), None
                 check.issues.append(_issue(sid, al, t_ids, s_ids, tokenizer))
         if sid not in chosen:
             continue
