@@ -7,25 +7,45 @@ no rounding on the way in or out. float16 and float32 are stored natively.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
-import torch
+
+# torch is imported where a tensor is made, not here: reading a dump (compare, inspect) needs only
+# numpy and h5py, and importing torch costs ~2 s and 230 MB (CPU build) to 500 MB (CUDA build) of
+# resident memory that a reader never uses (benchmarks/read_memory.py).
 
 ENCODING_NATIVE = "native"
 ENCODING_BF16_BITS = "bfloat16-bits"
 
 STORAGE_DTYPE = {"bfloat16": np.uint16, "float16": np.float16, "float32": np.float32}
-TORCH_DTYPE = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-DTYPE_NAME = {v: k for k, v in TORCH_DTYPE.items()}
+
+
+def __getattr__(name: str):
+    """``TORCH_DTYPE`` (dump dtype name -> torch dtype) and ``DTYPE_NAME`` (its inverse), made on first use."""
+    if name in ("TORCH_DTYPE", "DTYPE_NAME"):
+        import torch
+
+        torch_dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+        globals().update(TORCH_DTYPE=torch_dtype, DTYPE_NAME={v: k for k, v in torch_dtype.items()})
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def is_tensor(x) -> bool:
+    """Whether ``x`` is a torch tensor, without importing torch (a tensor exists only once it is imported)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def encoding_of(dtype: str) -> str:
     return ENCODING_BF16_BITS if dtype == "bfloat16" else ENCODING_NATIVE
 
 
-def dtype_name(states: torch.Tensor | np.ndarray) -> str:
+def dtype_name(states: "torch.Tensor | np.ndarray") -> str:
     """The dump dtype name of a tensor or array; raises ValueError for anything else."""
-    if isinstance(states, torch.Tensor):
-        name = DTYPE_NAME.get(states.dtype)
+    if is_tensor(states):
+        name = __getattr__("DTYPE_NAME").get(states.dtype)
     else:
         name = {np.dtype(np.float16): "float16", np.dtype(np.float32): "float32"}.get(states.dtype)
     if name is None:
@@ -33,11 +53,13 @@ def dtype_name(states: torch.Tensor | np.ndarray) -> str:
     return name
 
 
-def to_storage(states: torch.Tensor | np.ndarray, dtype: str) -> np.ndarray:
+def to_storage(states: "torch.Tensor | np.ndarray", dtype: str) -> np.ndarray:
     """States (any float dtype) cast to ``dtype`` and laid out as stored on disk."""
+    import torch
+
     if isinstance(states, np.ndarray):
         states = torch.from_numpy(states)
-    states = states.detach().to(device="cpu", dtype=TORCH_DTYPE[dtype]).contiguous()
+    states = states.detach().to(device="cpu", dtype=__getattr__("TORCH_DTYPE")[dtype]).contiguous()
     if dtype == "bfloat16":
         return states.view(torch.int16).numpy().view(np.uint16)
     return states.numpy()
@@ -54,8 +76,10 @@ def from_storage(raw: np.ndarray, encoding: str) -> np.ndarray:
     return raw.astype(np.float32, copy=False)
 
 
-def to_torch(raw: np.ndarray, encoding: str) -> torch.Tensor:
+def to_torch(raw: np.ndarray, encoding: str) -> "torch.Tensor":
     """Stored values as a tensor of the captured dtype (bfloat16 stays bfloat16)."""
+    import torch
+
     if encoding == ENCODING_BF16_BITS:
         return torch.from_numpy(np.ascontiguousarray(raw).view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(np.ascontiguousarray(raw))

@@ -17,9 +17,8 @@ import shutil
 from typing import Mapping
 
 import numpy as np
-import torch
 
-from alignprobe.dump.encoding import to_storage
+from alignprobe.dump.encoding import is_tensor, to_storage
 from alignprobe.dump.layout import create_file
 from alignprobe.dump.reader import PARTIAL_SUFFIX, Dump
 from alignprobe.dump.schema import Provenance, StreamClaim
@@ -82,12 +81,12 @@ class DumpWriter:
 
     # -- public --------------------------------------------------------------------------------
 
-    def add(self, sample_id: str, token_ids, states: Mapping[str, torch.Tensor | np.ndarray]) -> None:
+    def add(self, sample_id: str, token_ids, states: Mapping[str, "torch.Tensor | np.ndarray"]) -> None:
         """Add one sample: its token ids ``[S]`` and, for every stream, states ``[S, width]``."""
         sample_id = str(sample_id)
         if sample_id in self.done_ids:
             raise ValueError(f"sample {sample_id!r} was already written")
-        ids = np.asarray(token_ids.cpu() if isinstance(token_ids, torch.Tensor) else token_ids, dtype=np.int64)
+        ids = np.asarray(token_ids.cpu() if is_tensor(token_ids) else token_ids, dtype=np.int64)
         if ids.ndim != 1:
             raise ValueError(f"token ids of {sample_id!r} must be 1-D, got shape {ids.shape}")
         if set(states) != set(self.streams):
