@@ -40,8 +40,15 @@ def _table(result: CompareResult, c: StreamComparison) -> list[str]:
     mapping = next((m for m in result.mappings if m.serve_stream == c.serve_stream), None)
     measured = ""
     if mapping is not None:
-        same = mapping.measured == mapping.expected[: len(mapping.measured)]
-        measured = f"; measured {' '.join(mapping.measured)}" + (" (as expected)" if same else " (NOT as expected)")
+        pairs = list(zip(mapping.measured, mapping.expected))
+        wrong = [(got, want) for got, want in pairs if got != want]
+        if not wrong:
+            listed = " ".join(mapping.measured) if len(pairs) <= 6 else f"all {len(pairs)} slices"
+            measured = f"; measured {listed} (as expected)"
+        else:
+            shown = ", ".join(f"{got} where {want} expected" for got, want in wrong[:4])
+            more = f" and {len(wrong) - 4} more" if len(wrong) > 4 else ""
+            measured = f"; NOT as expected: {shown}{more}"
     head = f"{c.serve_stream} ({c.role}) vs train {c.train_stream or 'layers'}{measured}"
     rows = _pick(c.slices)
     out = [
