@@ -26,7 +26,8 @@ def test_files_and_overrides_layer_over_the_defaults(tmp_path):
     "content, suffix, message",
     [
         ('{"drift_fail_rel_rm": 1}', ".json", "unknown key"),
-        ('{"severity": {"x": "fatal"}}', ".json", "use one of"),
+        ('{"severity": {"token_shift": "fatal"}}', ".json", "use one of"),
+        ('{"severity": {"layer_ofset": "warn"}}', ".json", "unknown finding code"),
         ("{not json", ".json", "not valid JSON"),
         ("a = = 1", ".toml", "not valid TOML"),
         ('{"drift_warn_rel_rms": "big"}', ".json", "must be a number"),

@@ -90,6 +90,10 @@ def test_nothing_aligned_is_an_error(tmp_path, samples, train):
     serve = write_serve(tmp_path / "serve.h5", samples, ids_fn=lambda ids, sid: ids + 10000)
     r = compare(train, serve)
     assert r.finding("no_aligned_tokens").severity == "error" and r.verdict == "FAIL"
+    # a width difference is still reported, unmeasured
+    narrow = write_serve(tmp_path / "narrow.h5", samples, taps=(6,), ids_fn=lambda ids, sid: ids + 10000)
+    f = compare(train, narrow).finding("width_mismatch")
+    assert f.evidence["serve_width"] * 3 == f.evidence["expected_width"] and "no aligned rows" in f.title
 
 
 def test_sample_and_max_tokens_bound_the_work(tmp_path, samples, train):

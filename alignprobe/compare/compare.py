@@ -87,6 +87,8 @@ def compare(
                 findings.append(_not_sliceable(sv, plan, hidden_size, policy))
                 continue
             if not sampled.rows:
+                if not plan.width_ok:
+                    findings.append(_width_unmeasured(sv, plan, hidden_size, policy))
                 continue
             # Its work grows with slices x candidates x rows: a very wide stream gets fewer rows.
             rows = max(MIN_MAPPING_ROWS, MAPPING_BYTES // (4 * hidden_size * plan.num_slices))
@@ -200,6 +202,22 @@ def _layout(ms, plan: StreamPlan, num_layers: int, policy: Policy) -> Layout:
     for j, good in zip(keep, result.slice_ok):
         ok[j] = good
     return Layout(result.findings, ok)
+
+
+def _width_unmeasured(serve: Dump, plan: StreamPlan, hidden_size: int, policy: Policy) -> Finding:
+    width = serve.dataset(plan.serve_stream).shape[1]
+    return finding(
+        "width_mismatch",
+        f"serve stream {plan.serve_stream!r} is {width} wide where training used "
+        f"{len(plan.expected) * hidden_size} ({', '.join(plan.expected_labels)}); no aligned rows to measure "
+        "what it holds",
+        {"serve_width": width, "expected_width": len(plan.expected) * hidden_size, "hidden_size": hidden_size,
+         "expected": plan.expected_labels},
+        "Capture both sides from the same token ids, then compare again to see which HF index each slice is.",
+        policy,
+        stream=plan.serve_stream,
+        role=plan.role,
+    )
 
 
 def _not_sliceable(serve: Dump, plan: StreamPlan, hidden_size: int, policy: Policy) -> Finding:

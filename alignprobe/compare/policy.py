@@ -53,6 +53,14 @@ class Policy:
             setattr(self, field.name, float(value))
         if not isinstance(self.severity, dict):
             raise BadInput("policy: severity must be a table of finding code = info/warn/error")
+        from alignprobe.compare.diagnoses import DEFAULT_SEVERITY  # here: diagnoses imports this module
+
+        unknown = sorted(set(self.severity) - set(DEFAULT_SEVERITY))
+        if unknown:
+            raise BadInput(
+                f"policy: severity names unknown finding code(s) {', '.join(unknown)}; "
+                f"codes: {', '.join(sorted(DEFAULT_SEVERITY))}"
+            )
         for code, level in self.severity.items():
             if level not in SEVERITIES:
                 raise BadInput(f"policy: severity of {code!r} is {level!r}; use one of {', '.join(SEVERITIES)}")
