@@ -364,3 +364,32 @@ def test_a_later_file_unlike_the_first_is_bad_input(tmp_path):
 def test_import_of_our_own_dump_is_refused(hf_dump, tmp_path):
     with pytest.raises(BadInput, match="alignprobe dumps are read as they are"):
         import_source(hf_dump, tmp_path / "o.h5", progress=False)
+
+
+def test_compare_takes_a_foreign_folder_directly(model, token_lists, specforge_dir, tmp_path):
+    """`alignprobe compare` imports a SpecForge folder on the way: N and sample ids from the other dump."""
+    from click.testing import CliRunner
+
+    from alignprobe.cli.main import cli
+
+    # The serving side as an engine sees it: the EAGLE-3 aux layers only.
+    serve = capture_hf(model, prompts_from_token_lists(token_lists), tmp_path / "serve.h5", layers="eagle3",
+                       progress=False)
+    before = tree_digest(specforge_dir)
+    args = ["compare", "--train-dump", specforge_dir, "--serve-dump", serve, "--json", str(tmp_path / "r.json")]
+    r = CliRunner().invoke(cli, [*args, "--train-layer-ids", ",".join(map(str, SPECFORGE_IDS))])
+    assert r.exit_code == 0, r.output + r.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "PASS"
+    # Training data captured one layer deeper than the engine serves: the comparer measures the offset.
+    deeper = write_specforge(tmp_path / "deeper", model, token_lists, layer_ids=[i + 1 for i in SPECFORGE_IDS],
+                             gz_every=0)
+    args[2] = str(deeper)
+    r = CliRunner().invoke(cli, [*args, "--train-layer-ids", ",".join(str(i + 1) for i in SPECFORGE_IDS)])
+    assert r.exit_code == 1, r.output + r.stderr
+    # Training holds HF[3, 5, 6] only; serving's HF[2, 4, 5] best match HF[3], HF[3 or 5], HF[5]: no
+    # constant shift of the slices, so the taps are wrong (an all-layer train capture would name +1).
+    codes = {f["code"] for f in json.loads((tmp_path / "r.json").read_text())["findings"]}
+    assert "wrong_taps" in codes
+    r = CliRunner().invoke(cli, [*args, "--train-layer-ids", "1,x"])
+    assert r.exit_code == 2 and "--train-layer-ids" in r.stderr
+    assert tree_digest(specforge_dir) == before

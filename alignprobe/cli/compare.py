@@ -13,8 +13,14 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
 
 
 @click.command()
-@click.option("--train-dump", required=True, type=click.Path(), help="Dump captured the way training extracts states.")
+@click.option("--train-dump", required=True, type=click.Path(),
+              help="Dump captured the way training extracts states, or a SpecForge/speculators/EAGLE folder.")
 @click.option("--serve-dump", required=True, type=click.Path(), help="Dump captured from the serving engine.")
+@click.option("--train-layer-ids", help="For a foreign --train-dump: the layer ids its run used (1,29,57).")
+@click.option("--train-drafter-config", type=click.Path(),
+              help="For a foreign --train-dump: the drafter config.json holding its layer ids.")
+@click.option("--num-layers", type=click.IntRange(min=1),
+              help="For a foreign dump: the target's decoder layer count (else taken from the other dump).")
 @click.option("--json", "json_path", type=click.Path(), help="Write the full result (findings, metrics, mapping) here.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False),
               help="Write report.html (with plots), summary.md (for a CI comment) and result.json into this folder.")
@@ -29,7 +35,7 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
 @click.option("--tokenizer", default="auto", show_default=True, metavar="PATH",
               help="Local tokenizer folder to show differing tokens as text ('auto': the model folder in the "
               "dumps' provenance, if local; 'none': never).")
-def compare(train_dump, serve_dump, json_path, report_dir, policy_file, overrides, strict, sample, max_tokens,
+def compare(train_dump, serve_dump, train_layer_ids, train_drafter_config, num_layers, json_path, report_dir, policy_file, overrides, strict, sample, max_tokens,
             mapping_tokens, tokenizer) -> int:
     """Compare per layer; name each disagreement with evidence and a fix; exit 0 pass/warn, 1 fail, 2 bad input."""
     if json_path:
@@ -49,6 +55,8 @@ def compare(train_dump, serve_dump, json_path, report_dir, policy_file, override
     result = run_compare(
         train_dump, serve_dump, policy, sample=sample, max_tokens=max_tokens, mapping_tokens=mapping_tokens,
         tokenizer=None if tokenizer.lower() == "none" else tokenizer,
+        train_import=_import_options(train_layer_ids, train_drafter_config, num_layers),
+        serve_import=_import_options(None, None, num_layers),
     )
     if json_path:
         _write_atomic(json_path, result.to_json())
@@ -60,6 +68,20 @@ def compare(train_dump, serve_dump, json_path, report_dir, policy_file, override
 
         click.echo(f"report: {write_report(result, report_dir).html}")
     return EXIT_PASS if result.passed(strict=strict) else EXIT_FAIL
+
+
+def _import_options(layer_ids, drafter_config, num_layers) -> dict:
+    """open_source() options for a side that is a foreign folder (ignored for our own dumps)."""
+    from alignprobe.importers.layer_ids import parse_ids
+
+    options: dict = {}
+    if layer_ids:
+        options["layer_ids"] = parse_ids(layer_ids, "--train-layer-ids")
+    if drafter_config:
+        options["config"] = drafter_config
+    if num_layers:
+        options["num_layers"] = num_layers
+    return options
 
 
 def _write_atomic(path: str, text: str) -> None:

@@ -27,7 +27,7 @@ from alignprobe.compare.plan import StreamPlan, plan_streams, train_geometry
 from alignprobe.compare.policy import Policy, resolve_policy
 from alignprobe.compare.result import CompareResult, Finding, SliceMetrics, StreamComparison
 from alignprobe.compare.diagnoses import finding
-from alignprobe.dump import ROLE_DRAFTER_INPUT, ROLE_FINAL, Dump, open_dump
+from alignprobe.dump import ROLE_DRAFTER_INPUT, ROLE_FINAL, Dump
 from alignprobe.dump.readahead import read_ahead
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 from alignprobe.errors import BadInput
@@ -51,6 +51,8 @@ def compare(
     mapping_tokens: int = DEFAULT_MAPPING_TOKENS,
     tokenizer: Any = "auto",
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    train_import: dict | None = None,
+    serve_import: dict | None = None,
 ) -> CompareResult:
     """Compare a train-side dump with a serve-side dump; returns a :class:`CompareResult`.
 
@@ -59,13 +61,16 @@ def compare(
     ``mapping_tokens``: rows sampled for the mapping search; ``tokenizer``: how to show divergent
     tokens as text: anything with ``decode(ids)``, the path of a local tokenizer folder, "auto" (the
     default: the local model folder named in either dump's provenance, if there is one) or None.
+    ``train``/``serve`` may also be foreign sources (a SpecForge or speculators folder, EAGLE ge_data):
+    they are imported on the way, with ``train_import``/``serve_import`` as the options of
+    :func:`alignprobe.importers.open_source` (``layer_ids``, ``config``, ``system``, ``num_layers``).
     """
     for name, value in (("sample", sample), ("max_tokens", max_tokens), ("mapping_tokens", mapping_tokens)):
         if value is not None and value < 1:
             raise BadInput(f"{name} must be at least 1, got {value}")
     started = time.perf_counter()
     policy = resolve_policy(policy)
-    with _opened(train) as tr, _opened(serve) as sv:
+    with _opened_pair(train, serve, train_import, serve_import) as (tr, sv):
         hidden_size, num_layers = train_geometry(tr)
         notes = [f"train: {n}" for n in tr.notes] + [f"serve: {n}" for n in sv.notes]
         given, load = _tokenizer(tokenizer, tr, sv)
@@ -178,11 +183,30 @@ def _cap_secondary(findings: list[Finding], plans: list[StreamPlan]) -> list[Fin
 
 
 @contextlib.contextmanager
-def _opened(dump: str | os.PathLike | Dump) -> Iterator[Dump]:
+def _opened_pair(train, serve, train_import, serve_import) -> Iterator[tuple[Dump, Dump]]:
+    """Both sides open; paths are opened here (and closed after), open Dumps are used as they are."""
+    if isinstance(train, Dump) and isinstance(serve, Dump):
+        yield train, serve
+        return
+    if isinstance(train, Dump) or isinstance(serve, Dump):
+        with _opened(train, train_import) as tr, _opened(serve, serve_import) as sv:
+            yield tr, sv
+        return
+    from alignprobe.importers import open_pair  # torch is needed only for foreign files
+
+    tr, sv = open_pair(train, serve, train_import=train_import, serve_import=serve_import)
+    with tr, sv:
+        yield tr, sv
+
+
+@contextlib.contextmanager
+def _opened(dump, options) -> Iterator[Dump]:
     if isinstance(dump, Dump):
         yield dump
         return
-    with open_dump(dump) as d:
+    from alignprobe.importers import open_source
+
+    with open_source(dump, **(options or {})) as d:
         yield d
 
 

@@ -6,6 +6,6 @@ import to a file. Each reader says which source version its layout was read from
 
 from alignprobe.importers.detect import detect_format
 from alignprobe.importers.importer import ImportPlan, ImportResult, import_source, plan_import
-from alignprobe.importers.source import open_source
+from alignprobe.importers.source import open_pair, open_source
 
-__all__ = ["ImportPlan", "ImportResult", "detect_format", "import_source", "open_source", "plan_import"]
+__all__ = ["ImportPlan", "ImportResult", "detect_format", "import_source", "open_pair", "open_source", "plan_import"]

@@ -54,3 +54,36 @@ def open_source(
     if temporary:
         weakref.finalize(dump, shutil.rmtree, folder, True)
     return dump
+
+
+def open_pair(
+    train: str | os.PathLike,
+    serve: str | os.PathLike,
+    *,
+    train_import: dict | None = None,
+    serve_import: dict | None = None,
+) -> tuple[Dump, Dump]:
+    """Open both sides of a comparison; a foreign side is imported on the way.
+
+    A foreign side that is not told the target's layer count or sample ids takes them from the other
+    side when that one is an alignprobe dump: a SpecForge folder knows neither N (only its layer ids)
+    nor the ids a capture gave its prompts.
+    """
+    options = {"train": dict(train_import or {}), "serve": dict(serve_import or {})}
+    paths = {"train": os.fspath(train), "serve": os.fspath(serve)}
+    ours = {side: detect_format(path) == DUMP for side, path in paths.items()}
+    opened: dict[str, Dump] = {}
+    try:
+        for side in sorted(paths, key=lambda s: not ours[s]):  # ours first: the other side may need it
+            other = "serve" if side == "train" else "train"
+            if not ours[side] and other in opened:
+                reference = opened[other]
+                options[side].setdefault("ids_from", reference.path)
+                if "num_layers" not in options[side] and "target_config" not in options[side]:
+                    options[side]["num_layers"] = max(c.num_layers for c in reference.streams.values())
+            opened[side] = open_source(paths[side], **options[side])
+    except BaseException:
+        for dump in opened.values():
+            dump.close()
+        raise
+    return opened["train"], opened["serve"]
