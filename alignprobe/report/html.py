@@ -192,7 +192,9 @@ def tokens_html(result: CompareResult) -> str:
         f"<td>{i.aligned_length}</td><td>{i.shift}</td><td>{i.first_divergence}</td></tr>"
         for i in t.issues[:20]
     )
-    more = f'<p class="ap-muted">and {len(t.issues) - 20} more</p>' if len(t.issues) > 20 else ""
+    # Only the first issues are kept in the result; issue_counts counts all of them.
+    total = sum(t.issue_counts.values()) or len(t.issues)
+    more = f'<p class="ap-muted">and {total - 20} more</p>' if total > 20 else ""
     return (text + '<table class="ap"><tr><th class="l">sample</th><th class="l">issue</th><th>train len</th><th>serve len</th>'
             f"<th>aligned</th><th>shift</th><th>first divergence</th></tr>{rows}</table>{more}")
 
