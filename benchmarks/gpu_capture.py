@@ -9,7 +9,14 @@ ratios to the plain forward measured in this run:
   naive_cpu      forward_states() then .cpu() on every state (what a first capture script does)
   offload        forward_states() then StateOffloader.submit() of the HF capture's four streams
                  (layers = all N+1 HF states, final_prenorm, eagle3_aux, final), sink drops them
-  offload_write  the same, sink = DumpWriter(background=True) writing to --out (disk bound)
+  offload_unique forward_states() then StateOffloader.submit() of the distinct tensors only (the
+                 N+1 HF states and the pre-norm final): the four streams hold HF[N] and the aux
+                 indices twice, so this copies 29% fewer bytes (8 layers); streams are views/concats
+                 a host-side writer can assemble
+  offload_drafter  only the drafter streams (eagle3_aux, final), sink drops them
+  offload_ring   diagnosis: offload with pinned buffers allocated once and reused (no pinned cache)
+  copy_serial    diagnosis: the offload's bytes copied into pinned memory in the loop, not overlapped
+  offload_write  the same as offload, sink = DumpWriter(background=True) writing to --out (disk bound)
   offload_write_drafter  only the drafter streams (eagle3_aux, final) to the DumpWriter
 
     python benchmarks/gpu_capture.py --arch llama --layers 4 --batch 4 --seq 2048
@@ -101,6 +108,24 @@ def claims(layers: int, hidden: int, drafter_only: bool) -> dict[str, StreamClai
     return c
 
 
+class RingOffloader(StateOffloader):
+    """Diagnosis only: pinned buffers allocated once and reused in turn, bypassing torch's pinned
+    cache. Valid here because the sink drops each batch before the ring comes round again."""
+
+    def __init__(self, sink, *, max_in_flight: int = 2):
+        super().__init__(sink, max_in_flight=max_in_flight)
+        self._ring: dict[str, list[torch.Tensor]] = {}
+        self._turn: dict[str, int] = {}
+
+    def _host_buffer(self, name, t):
+        slots = self._ring.setdefault(name, [])
+        if len(slots) < 4:  # in the sink + max_in_flight queued + the one being filled
+            slots.append(torch.empty(t.shape, dtype=t.dtype, pin_memory=True))
+            return slots[-1]
+        self._turn[name] = (self._turn.get(name, -1) + 1) % len(slots)
+        return slots[self._turn[name]]
+
+
 class WriterSink:
     """Split a batch's host states into samples and add them to a DumpWriter (on the offload thread)."""
 
@@ -119,9 +144,9 @@ def sync(device: str) -> None:
 
 
 def run_variant(name, model, batches, layers, device, out_dir, steps_warm):
-    """Seconds for the timed batches (the first ``steps_warm`` batches are warm-up, not timed)."""
+    """Seconds and tokens of the timed batches (the first ``steps_warm`` batches are warm-up, not timed)."""
     writer = offloader = None
-    drafter_only = name == "offload_write_drafter"
+    drafter_only = name in ("offload_write_drafter", "offload_drafter")
     if name.startswith("offload"):
         sink = lambda key, states: None  # noqa: E731 - the copy is what is measured
         if name.startswith("offload_write"):
@@ -130,8 +155,9 @@ def run_variant(name, model, batches, layers, device, out_dir, steps_warm):
             writer = DumpWriter(path, Provenance.here(engine="benchmark"), claims(layers, hidden, drafter_only),
                                 overwrite=True, background=True)
             sink = WriterSink(writer)
-        offloader = StateOffloader(sink, max_in_flight=2)
+        offloader = (RingOffloader if name == "offload_ring" else StateOffloader)(sink, max_in_flight=2)
     t0 = None
+    serial_buffers: dict = {}
     with torch.inference_mode():
         for step, (ids_cpu, input_ids) in enumerate(batches):
             if step == steps_warm:
@@ -146,14 +172,24 @@ def run_variant(name, model, batches, layers, device, out_dir, steps_warm):
                 if name == "naive_cpu":
                     host = [h.cpu() for h in states.hf] + [states.final_prenorm.cpu()]
                     del host
+                elif name == "copy_serial":  # the same bytes as offload, into pinned memory, not overlapped
+                    for t in capture_streams(states, layers, False).values():
+                        if t.shape not in serial_buffers:
+                            serial_buffers[t.shape] = torch.empty(t.shape, dtype=t.dtype, pin_memory=t.is_cuda)
+                        serial_buffers[t.shape].copy_(t)
                 elif offloader is not None:
                     sample_ids = [f"b{step}-{r}" for r in range(input_ids.shape[0])]
-                    offloader.submit((sample_ids, ids_cpu), capture_streams(states, layers, drafter_only))
+                    if name == "offload_unique":
+                        tensors = {f"hf{i}": h for i, h in enumerate(states.hf)} | {"prenorm": states.final_prenorm}
+                    else:
+                        tensors = capture_streams(states, layers, drafter_only)
+                    offloader.submit((sample_ids, ids_cpu), tensors)
                 del states
         if offloader is not None:
             offloader.drain()
         sync(device)
     seconds = time.perf_counter() - t0
+    tokens = sum(ids.numel() for ids, _ in batches[steps_warm:])
     extra = {}
     if offloader is not None:
         offloader.close()
@@ -163,7 +199,28 @@ def run_variant(name, model, batches, layers, device, out_dir, steps_warm):
         extra["finish_s"] = round(time.perf_counter() - t1, 2)
         extra["dump_gb"] = round(os.path.getsize(writer.path) / 1e9, 2)
         os.remove(writer.path)
-    return seconds, extra
+    return seconds, tokens, extra
+
+
+def copy_gbps(nbytes: int = 1 << 30, repeats: int = 5) -> dict[str, float]:
+    """Device-to-host and host-to-device bandwidth with pinned host memory (best of ``repeats``)."""
+    dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    out = {}
+    for name, dst, src in (("d2h_pinned", host, dev), ("h2d_pinned", dev, host)):
+        best = float("inf")
+        for _ in range(repeats):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            dst.copy_(src, non_blocking=True)
+            torch.cuda.synchronize()
+            best = min(best, time.perf_counter() - t0)
+        out[name] = nbytes / best / 1e9
+    pageable = torch.empty(nbytes, dtype=torch.uint8)
+    t0 = time.perf_counter()
+    pageable.copy_(dev)
+    out["d2h_pageable"] = nbytes / (time.perf_counter() - t0) / 1e9
+    return out
 
 
 def disk_write_gbps(out_dir: str, gigabytes: float = 2.0) -> float:
@@ -182,6 +239,20 @@ def disk_write_gbps(out_dir: str, gigabytes: float = 2.0) -> float:
     return n * len(block) / seconds / 1e9
 
 
+def profile_variant(name, model, batches, layers, device, warmup) -> None:
+    """torch.profiler over a few batches of one variant: where the CPU thread and the GPU spend time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    few = batches[: warmup + 4]
+    run_variant(name, model, few, layers, device, tempfile.gettempdir(), warmup)  # warm the caches
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run_variant(name, model, few, layers, device, tempfile.gettempdir(), warmup)
+    print(f"# profile of {name}, by self CPU time")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14, max_name_column_width=40))
+    print(f"# profile of {name}, by device time")
+    print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=10, max_name_column_width=40))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--arch", choices=["llama", "deepseek_v3"], default="llama")
@@ -193,11 +264,14 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=2048)
     p.add_argument("--steps", type=int, default=10, help="timed batches per variant")
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--write-steps", type=int, default=5,
+                   help="timed batches of the offload_write variants (they fill the disk: 1.6 GB a batch at 8 layers)")
     p.add_argument("--rounds", type=int, default=2, help="each variant runs this many times, interleaved")
     p.add_argument("--variants", default="forward,states,naive_cpu,offload,offload_write_drafter,offload_write")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", default=None, help="folder for the written dumps (default: a temporary folder)")
     p.add_argument("--json", default=None, help="also write the figures here")
+    p.add_argument("--profile", default=None, metavar="VARIANT", help="print a torch.profiler table of VARIANT first")
     args = p.parse_args()
 
     model, config = build_model(args.arch, args.layers, args.hidden, args.vocab, args.experts, args.device)
@@ -207,7 +281,6 @@ def main() -> None:
     for _ in range(args.warmup + args.steps):
         ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=g)
         batches.append((ids, ids.to(args.device)))
-    tokens = args.batch * args.seq * args.steps
     out_dir = args.out or tempfile.mkdtemp(prefix="alignprobe-gpu-bench-")
     os.makedirs(out_dir, exist_ok=True)
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
@@ -217,31 +290,39 @@ def main() -> None:
     if experts_impl:
         print(f"# experts implementation: {experts_impl}")
 
+    copies = copy_gbps() if args.device.startswith("cuda") else {}
+    if copies:
+        batch_bytes = args.batch * args.seq * config.hidden_size * 2
+        print("# copy bandwidth GB/s: " + ", ".join(f"{k} {v:.1f}" for k, v in copies.items())
+              + f"; one HF state of a batch is {batch_bytes / 1e6:.0f} MB")
+    if args.profile:
+        profile_variant(args.profile, model, batches, args.layers, args.device, args.warmup)
     variants = args.variants.split(",")
-    results: dict[str, list[float]] = {v: [] for v in variants}
+    results: dict[str, list[float]] = {v: [] for v in variants}  # tokens per second of each round
     extras: dict[str, dict] = {}
     for _ in range(args.rounds):
         for v in variants:
-            seconds, extra = run_variant(v, model, batches, args.layers, args.device, out_dir, args.warmup)
-            results[v].append(seconds)
+            writes = v.startswith("offload_write")
+            use = batches[: args.warmup + args.write_steps] if writes else batches
+            seconds, tokens, extra = run_variant(v, model, use, args.layers, args.device, out_dir, args.warmup)
+            results[v].append(tokens / seconds)
             extras[v] = extra
             print(f"  {v:24s} {tokens / seconds:12,.0f} tok/s  {extra or ''}", flush=True)
     disk = disk_write_gbps(out_dir) if any(v.startswith("offload_write") for v in variants) else None
     if args.out is None:
         shutil.rmtree(out_dir, ignore_errors=True)
 
-    base = min(results["forward"]) if "forward" in results else None
-    per_token = {n: len(claims(args.layers, config.hidden_size, n == "offload_write_drafter")) for n in variants}
+    base = max(results["forward"]) if "forward" in results else None
     summary = {"arch": args.arch, "layers": args.layers, "hidden": config.hidden_size, "params_b": round(params / 1e9, 2),
                "batch_tokens": args.batch * args.seq, "device": device_name, "torch": torch.__version__,
-               "disk_write_gbps": disk and round(disk, 2), "variants": {}}
+               "disk_write_gbps": disk and round(disk, 2), "copy_gbps": copies, "variants": {}}
     print(f"\n{'variant':24s} {'tok/s (best)':>14s} {'time / forward':>15s} {'overhead':>9s}")
     for v in variants:
-        best = min(results[v])
-        row = {"tokens_per_s": round(tokens / best), "seconds": [round(s, 4) for s in results[v]], **extras.get(v, {})}
+        best = max(results[v])
+        row = {"tokens_per_s": round(best), "rounds_tokens_per_s": [round(r) for r in results[v]], **extras.get(v, {})}
         if base:
-            row["time_ratio"] = round(best / base, 3)
-            print(f"{v:24s} {tokens / best:14,.0f} {best / base:14.3f}x {100 * (best / base - 1):8.1f}%")
+            row["time_ratio"] = round(base / best, 3)
+            print(f"{v:24s} {best:14,.0f} {base / best:14.3f}x {100 * (base / best - 1):8.1f}%")
         summary["variants"][v] = row
     if disk is not None:
         print(f"disk sequential write: {disk:.2f} GB/s")

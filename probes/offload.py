@@ -7,13 +7,23 @@ starts only after the last copy. :class:`StateOffloader` overlaps the copies wit
 - after the forward that produced the states it records an event on the compute stream;
 - a side CUDA stream waits for that event and copies each state into pinned host memory
   (``non_blocking``: the copy engine runs while the GPU computes the next batch);
+- the copies of a batch are enqueued at the *next* ``submit`` (or at ``drain``), once the caller
+  has launched the next forward. A transformers forward reads a flag back from the GPU while it
+  builds its attention mask (``attention_mask.all()``, or the packed-sequence check when there is
+  no mask): that small device-to-host copy queues behind any big copy already on the copy engine,
+  so a batch's copies enqueued at once held the next forward's launch for their whole duration and
+  the copies did not overlap at all (H200: offload 17% slower than the forward, the same as
+  copying in turn; benchmarks/README.md). Enqueued after the launch, they run beside it;
 - ``record_stream`` tells the caching allocator that the side stream uses the device tensors, so
   the caller may drop them at once and their memory is not handed out before the copy is done;
 - a background thread waits for each copy's event and hands the host tensors to the sink in
   submission order, so the sink (e.g. a dump writer) never blocks the loop that runs the model.
 
-At most ``max_in_flight`` batches wait for the sink besides the one it is handling: device and
-pinned memory stay bounded, and a sink slower than the model slows the loop down instead of filling memory.
+Submitted device tensors must not be written afterwards (a forward's outputs never are): the
+copy reads them later, on another stream.
+
+At most ``max_in_flight`` batches wait for the sink besides the one it is handling (and the last
+submitted batch's device tensors are held until the next submit): device and pinned memory stay bounded, and a sink slower than the model slows the loop down instead of filling memory.
 For CPU tensors there is nothing to overlap: they are cloned and handed over the same way, so a
 caller has one code path on every device.
 """
@@ -51,6 +61,7 @@ class StateOffloader:
         self._sink = sink
         self._queue: queue.Queue = queue.Queue(maxsize=max_in_flight)
         self._streams: dict[torch.device, torch.cuda.Stream] = {}
+        self._deferred: tuple | None = None  # the last CUDA batch, copied at the next submit or drain
         self._error: BaseException | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._hand_over, name="alignprobe-offload", daemon=True)
@@ -61,8 +72,8 @@ class StateOffloader:
     def submit(self, sample_ids: Any, tensors: Mapping[str, torch.Tensor]) -> None:
         """Queue a copy of ``tensors`` to the host; ``sample_ids`` is passed to the sink unchanged.
 
-        Returns once the copies are enqueued (the GPU has not necessarily run them yet); blocks
-        while ``max_in_flight`` earlier batches wait behind the one the sink is handling.
+        Returns at once for device tensors (their copy is enqueued at the next submit or drain);
+        blocks while ``max_in_flight`` earlier batches wait behind the one the sink is handling.
         """
         self._raise_if_failed()
         if self._closed:
@@ -72,14 +83,20 @@ class StateOffloader:
         if len(cuda) > 1 or (cuda and len(devices) > 1):
             raise ValueError(f"one submit() takes tensors of one device, got {sorted(map(str, devices))}")
         if cuda:
-            host, done = self._copy_from_cuda(cuda[0], tensors)
+            ready = torch.cuda.Event()
+            ready.record(torch.cuda.current_stream(cuda[0]))
+            batch = (sample_ids, cuda[0], {name: t.detach() for name, t in tensors.items()}, ready)
+            self._copy_deferred()  # the previous batch: its forward's successor is launched by now
+            self._deferred = batch
         else:
-            host, done = {name: t.detach().to("cpu", copy=True) for name, t in tensors.items()}, None
-        self._queue.put((sample_ids, host, done))
+            self._copy_deferred()  # keep submission order
+            host = {name: t.detach().to("cpu", copy=True) for name, t in tensors.items()}
+            self._queue.put((sample_ids, host, None))
         self._raise_if_failed()
 
     def drain(self) -> None:
         """Wait until the sink has received every submitted batch; re-raise the sink's error, if any."""
+        self._copy_deferred()
         self._queue.join()
         self._raise_if_failed()
 
@@ -109,26 +126,36 @@ class StateOffloader:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _copy_from_cuda(self, device: torch.device, tensors: Mapping[str, torch.Tensor]):
+    def _copy_deferred(self) -> None:
+        if self._deferred is None:
+            return
+        (sample_ids, device, tensors, ready), self._deferred = self._deferred, None
+        host, done = self._copy_from_cuda(device, tensors, ready)
+        self._queue.put((sample_ids, host, done))
+
+    def _copy_from_cuda(self, device: torch.device, tensors: Mapping[str, torch.Tensor], ready: torch.cuda.Event):
         side = self._streams.get(device)
         if side is None:
             side = self._streams[device] = torch.cuda.Stream(device=device)
-        ready = torch.cuda.Event()
-        ready.record(torch.cuda.current_stream(device))
         side.wait_event(ready)
         host = {}
         with torch.cuda.stream(side):
             for name, t in tensors.items():
-                t = t.detach()
-                # From torch's caching pinned allocator: a tensor the sink drops goes back to the
-                # cache and is reused once its copy has finished, so steady state allocates nothing.
-                h = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+                h = self._host_buffer(name, t)
                 h.copy_(t, non_blocking=True)
                 t.record_stream(side)
                 host[name] = h
         done = torch.cuda.Event()
         done.record(side)
         return host, done
+
+    def _host_buffer(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        """Pinned host memory for a copy of ``t``.
+
+        From torch's caching pinned allocator: a tensor the sink drops goes back to the cache and is
+        reused once its copy has finished, so steady state allocates nothing.
+        """
+        return torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
 
     def _hand_over(self) -> None:
         while True:

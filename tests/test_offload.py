@@ -24,8 +24,14 @@ def _collect(device):
     with StateOffloader(lambda ids, states: received.append((ids, states)), max_in_flight=2) as off:
         for ids, tensors in _batches(12, device):
             off.submit(ids, tensors)
-            for t in tensors.values():
-                t.fill_(float("nan"))  # the caller reuses its buffers at once: the copy must be taken already
+            if device == "cpu":
+                for t in tensors.values():
+                    t.fill_(float("nan"))  # the caller reuses its buffers at once: the copy must be taken already
+            else:
+                # The caller drops its states at once and the allocator hands their memory to new
+                # tensors: the offloader must hold the originals until they are copied.
+                del tensors
+                torch.randn(64, 64, device=device).fill_(float("nan"))
     assert [ids for ids, _ in received] == [ids for ids, _ in expected]
     for (_, got), (_, want) in zip(received, expected):
         assert got.keys() == want.keys()
