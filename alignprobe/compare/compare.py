@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any, Iterator
 
+import h5py
 import numpy as np
 
 from alignprobe.compare.diagnoses import sort_findings
@@ -27,7 +28,7 @@ from alignprobe.compare.plan import StreamPlan, plan_streams, train_geometry
 from alignprobe.compare.policy import Policy, resolve_policy
 from alignprobe.compare.result import CompareResult, Finding, SliceMetrics, StreamComparison
 from alignprobe.compare.diagnoses import finding
-from alignprobe.dump import ROLE_DRAFTER_INPUT, ROLE_FINAL, Dump
+from alignprobe.dump import ROLE_DRAFTER_INPUT, ROLE_FINAL, Dump, open_dump
 from alignprobe.dump.readahead import read_ahead
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 from alignprobe.errors import BadInput
@@ -192,11 +193,22 @@ def _opened_pair(train, serve, train_import, serve_import) -> Iterator[tuple[Dum
         with _opened(train, train_import) as tr, _opened(serve, serve_import) as sv:
             yield tr, sv
         return
+    if _is_hdf5_file(train) and _is_hdf5_file(serve):
+        # Two dumps of ours: open them without alignprobe.importers, which imports torch (2 s and
+        # 230-500 MB of resident memory a comparison of dumps never uses: benchmarks/README.md).
+        with open_dump(train) as tr, open_dump(serve) as sv:
+            yield tr, sv
+        return
     from alignprobe.importers import open_pair  # torch is needed only for foreign files
 
     tr, sv = open_pair(train, serve, train_import=train_import, serve_import=serve_import)
     with tr, sv:
         yield tr, sv
+
+
+def _is_hdf5_file(path) -> bool:
+    path = os.fspath(path)
+    return os.path.isfile(path) and h5py.is_hdf5(path)
 
 
 @contextlib.contextmanager
