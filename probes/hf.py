@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from alignprobe.probes.progress import progress_bar
 from alignprobe.conventions import eagle3_hf_indices
 from alignprobe.dump import DumpWriter, Provenance, StreamClaim
 from alignprobe.dump.encoding import TORCH_DTYPE, dtype_name
@@ -144,7 +145,7 @@ def capture_hf(
 
     with DumpWriter(out_path, record, streams, resume=resume, overwrite=overwrite, shard_tokens=shard_tokens) as writer:
         todo = [p for p in prompts if p.sample_id not in writer.done_ids]
-        bar = _progress_bar(len(prompts), len(prompts) - len(todo), progress)
+        bar = progress_bar(len(prompts), len(prompts) - len(todo), progress, unit="prompt", desc="capture hf")
         last_flush = time.monotonic()
         try:
             for start in range(0, len(todo), batch_size):
@@ -307,21 +308,8 @@ def _provenance(model, given, selected, aux, batch_size, padding_side, stored_dt
         "dtype": stored_dtype,
         "quantization": quantization,
     }
-    if isinstance(given, Provenance):
-        base = dataclasses.asdict(given)
-        capture.update(base.pop("capture") or {})
-        fields.update({k: v for k, v in base.items() if v})
-    elif given:
-        given = dict(given)
-        capture.update(given.pop("capture", {}) or {})
-        fields.update(given)
-    return Provenance.here(capture=capture, **fields)
+    return Provenance.for_capture(capture, given, **fields)
 
-
-def _progress_bar(total: int, done: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=done, disable=not enabled, unit="prompt", desc="capture hf", dynamic_ncols=True)
 
 
 def _import_transformers():

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from alignprobe.probes.progress import progress_bar
 from alignprobe.dump import DumpWriter, Provenance
 from alignprobe.errors import BadInput
 from alignprobe.probes.dump_prompts import prompts_from_dump
@@ -119,7 +120,7 @@ def capture_from_backend(
 
     with DumpWriter(out_path, record, {STREAM: width.claim}, resume=resume, overwrite=overwrite) as writer:
         todo = [p for p in source.prompts if p.sample_id not in writer.done_ids]
-        bar = _progress_bar(len(source.prompts), len(source.prompts) - len(todo), progress)
+        bar = progress_bar(len(source.prompts), len(source.prompts) - len(todo), progress, unit="prompt", desc="capture sglang")
         last_flush = time.monotonic()
         try:
             for prompt in todo:
@@ -270,17 +271,8 @@ def _provenance(backend, facts: ServerFacts, model: ModelFacts, width: WidthClai
         "quantization": facts.quantization,
         "extra": {"server_info": facts.summary()},
     }
-    if given:
-        given = dict(given)
-        capture.update(given.pop("capture", {}) or {})
-        fields.update(given)
-    return Provenance.here(capture=capture, **fields)
+    return Provenance.for_capture(capture, given, **fields)
 
-
-def _progress_bar(total: int, done: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=done, disable=not enabled, unit="prompt", desc="capture sglang", dynamic_ncols=True)
 
 
 def _is_hdf5(path: str) -> bool:

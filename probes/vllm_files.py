@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from alignprobe.probes.progress import progress_bar
 from alignprobe.conventions import map_layer_ids
 from alignprobe.dump import DumpWriter, Provenance, StreamClaim
 from alignprobe.dump.encoding import dtype_name
@@ -144,7 +145,7 @@ def capture_vllm_files(
 
     with DumpWriter(out_path, record, streams, resume=resume, overwrite=overwrite) as writer:
         todo = [(sid, e) for sid, e in zip(sample_ids, entries) if sid not in writer.done_ids]
-        bar = _progress_bar(len(entries), len(entries) - len(todo), progress)
+        bar = progress_bar(len(entries), len(entries) - len(todo), progress, unit="file", desc="capture vllm")
         try:
             for sid, entry in todo:
                 states = read_states(entry.path, len(entry.token_ids), len(layer_ids))
@@ -244,17 +245,8 @@ def _provenance(files, layer_ids, n, streams, tokens_from, given) -> Provenance:
         "convention": "vLLM: id k = HF[k] (hidden_states + residual entering layer k); id N = pre-norm final",
     }
     fields: dict[str, Any] = {"engine": ENGINE, "dtype": next(iter(streams.values())).dtype}
-    if given:
-        given = dict(given)
-        capture.update(given.pop("capture", {}) or {})
-        fields.update(given)
-    return Provenance.here(capture=capture, **fields)
+    return Provenance.for_capture(capture, given, **fields)
 
-
-def _progress_bar(total: int, done: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=done, disable=not enabled, unit="file", desc="capture vllm", dynamic_ncols=True)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -8,8 +8,12 @@ no rounding on the way in or out. float16 and float32 are stored natively.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 # torch is imported where a tensor is made, not here: reading a dump (compare, inspect) needs only
 # numpy and h5py, and importing torch costs ~2 s and 230 MB (CPU build) to 500 MB (CUDA build) of

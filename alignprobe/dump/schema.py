@@ -103,6 +103,19 @@ class Provenance:
         fields.setdefault("tool_version", f"alignprobe {__version__}")
         return cls(**fields)
 
+    @classmethod
+    def for_capture(cls, capture: dict[str, Any], given: "Provenance | dict | None" = None, **fields: Any) -> "Provenance":
+        """A probe's provenance: what it measured (``fields``, ``capture`` settings) under what the caller
+        said (``given``, a Provenance or a dict): the caller's non-empty fields win, capture dicts merge."""
+        capture = dict(capture)
+        if isinstance(given, Provenance):
+            given = {k: v for k, v in dataclasses.asdict(given).items() if v}
+        if given:
+            given = dict(given)
+            capture.update(given.pop("capture", {}) or {})
+            fields.update(given)
+        return cls.here(capture=capture, **fields)
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 

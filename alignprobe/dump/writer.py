@@ -14,7 +14,7 @@ import glob
 import json
 import os
 import shutil
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from alignprobe.dump.layout import create_file
 from alignprobe.dump.reader import PARTIAL_SUFFIX, Dump
 from alignprobe.dump.schema import Provenance, StreamClaim
 from alignprobe.errors import BadInput
+
+if TYPE_CHECKING:
+    import torch
 
 MANIFEST = "manifest.json"
 # Tokens buffered before a shard is written. A shard is also the unit lost to a crash.

@@ -26,6 +26,18 @@ def file_index(path: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def numbered_files(root: str, prefix: str, suffixes: tuple[str, ...]) -> list[str]:
+    """Every ``<prefix><idx><suffix>`` under ``root`` (or ``root`` itself, if a file), by sample index."""
+    if os.path.isfile(root):
+        return [root]
+    found = []
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            if name.startswith(prefix) and name.endswith(suffixes) and file_index(name) is not None:
+                found.append(os.path.join(folder, name))
+    return sorted(found, key=lambda p: (file_index(p), p))
+
+
 def load_torch_dict(path: str) -> dict:
     """A ``torch.save`` dict (``.ckpt`` or ``.ckpt.gz``), loaded with ``weights_only=True``."""
     try:

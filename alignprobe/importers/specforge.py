@@ -18,12 +18,11 @@ one sample a file, no padding.
 
 from __future__ import annotations
 
-import os
 
 import torch
 
 from alignprobe.errors import BadInput
-from alignprobe.importers.files import file_index, load_torch_dict
+from alignprobe.importers.files import file_index, load_torch_dict, numbered_files
 from alignprobe.importers.sample import ForeignSample, as_states, as_token_ids
 
 SUFFIXES = (".ckpt", ".ckpt.gz")
@@ -32,14 +31,7 @@ PAD_TOKEN = 0  # what DataCollatorWithPadding fills input_ids with
 
 def list_files(root: str) -> list[str]:
     """Every ``data_<idx>.ckpt[.gz]`` under ``root`` (or ``root`` itself), by sample index."""
-    if os.path.isfile(root):
-        return [root]
-    found = []
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            if name.startswith("data_") and name.endswith(SUFFIXES) and file_index(name) is not None:
-                found.append(os.path.join(folder, name))
-    return sorted(found, key=lambda p: (file_index(p), p))
+    return numbered_files(root, "data_", SUFFIXES)
 
 
 def layout_of(keys) -> str:

@@ -11,10 +11,9 @@ Read from speculators' source (vllm-project/speculators c05b95b, 2026-08-20):
 
 from __future__ import annotations
 
-import os
 
 from alignprobe.errors import BadInput
-from alignprobe.importers.files import SafetensorsFile, file_index
+from alignprobe.importers.files import SafetensorsFile, file_index, numbered_files
 from alignprobe.importers.sample import ForeignSample, as_states, as_token_ids
 
 SUFFIX = ".safetensors"
@@ -22,14 +21,7 @@ SUFFIX = ".safetensors"
 
 def list_files(root: str) -> list[str]:
     """Every ``hs_<idx>.safetensors`` under ``root`` (or ``root`` itself), by sample index."""
-    if os.path.isfile(root):
-        return [root]
-    found = []
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            if name.startswith("hs_") and name.endswith(SUFFIX) and file_index(name) is not None:
-                found.append(os.path.join(folder, name))
-    return sorted(found, key=lambda p: (file_index(p), p))
+    return numbered_files(root, "hs_", (SUFFIX,))
 
 
 def read(path: str) -> ForeignSample:
