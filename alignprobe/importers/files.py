@@ -27,14 +27,18 @@ def file_index(path: str) -> int | None:
 
 
 def numbered_files(root: str, prefix: str, suffixes: tuple[str, ...]) -> list[str]:
-    """Every ``<prefix><idx><suffix>`` under ``root`` (or ``root`` itself, if a file), by sample index."""
+    """Every ``<prefix><idx><suffix>`` in ``root`` or one folder down (SpecForge's ``rows_*/``), by sample
+    index; ``root`` itself if it is a file. Deeper folders are not searched: a wrong path (``/``) fails
+    fast instead of walking the disk."""
     if os.path.isfile(root):
         return [root]
+    folders = [root] + sorted(e.path for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
     found = []
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            if name.startswith(prefix) and name.endswith(suffixes) and file_index(name) is not None:
-                found.append(os.path.join(folder, name))
+    for folder in folders:
+        for entry in os.scandir(folder):
+            name = entry.name
+            if entry.is_file() and name.startswith(prefix) and name.endswith(suffixes) and file_index(name) is not None:
+                found.append(entry.path)
     return sorted(found, key=lambda p: (file_index(p), p))
 
 
