@@ -1,0 +1,201 @@
+"""``alignprobe compare`` throughput and peak memory against raw chunked h5py reads of the same data.
+
+For each size (GB per dump; a pair reads twice that) it writes a train/serve dump pair (bf16,
+streams ``final`` 7168 wide and ``eagle3_aux`` 21504 wide) and measures, each in a fresh process,
+with the files evicted from the page cache before each run (``--cache warm`` to read from memory):
+
+  raw      h5py read_direct of every stream compare reads, chunk-aligned 8 MB blocks, no conversion
+  library  ``alignprobe.compare.compare(train, serve)``
+  lib_seq  the same with read-ahead off (READ_AHEAD_BLOCKS = 0): reading and measuring in turn
+  cli      ``alignprobe compare --train-dump ... --serve-dump ... --json ...``
+
+and prints throughput (stored bytes of both dumps / seconds), the ratio to raw, and peak RSS.
+
+``--mapping`` measures the mapping search instead: a train dump holding all N+1 = 62 HF indices
+(``layers``) plus the drafter streams against a serve drafter_input of k = 3 slices, searched on
+a growing number of sampled rows, with the error of each sample against the search on all rows;
+then ``compare`` with ``--max-tokens`` / ``--sample`` against the full compare (time and metric error).
+
+    python benchmarks/compare_throughput.py --sizes 1,2,4,8
+    python benchmarks/compare_throughput.py --mapping --mapping-gb 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._dumps import tokens_for, write_pair  # noqa: E402
+from benchmarks._measure import evict_from_page_cache, run_child, warm_page_cache  # noqa: E402
+
+RAW_CHILD = """
+import json, sys, time
+import h5py, numpy as np
+from benchmarks._measure import peak_rss_mb
+block_bytes = 8 << 20
+nbytes = 0
+t0 = time.perf_counter()
+for path in sys.argv[1:]:
+    with h5py.File(path, "r") as f:
+        for ds in f["streams"].values():
+            rows, width = ds.shape
+            chunk_rows = ds.chunks[0]
+            step = max(chunk_rows, block_bytes // (ds.dtype.itemsize * width) // chunk_rows * chunk_rows)
+            buf = np.empty((step, width), ds.dtype)
+            for s in range(0, rows, step):
+                e = min(rows, s + step)
+                ds.read_direct(buf, np.s_[s:e], np.s_[0:e - s])
+                nbytes += (e - s) * width * ds.dtype.itemsize
+print(json.dumps({"seconds": time.perf_counter() - t0, "bytes": nbytes, "peak_mb": peak_rss_mb()}))
+"""
+
+LIBRARY_CHILD = """
+import json, sys, time
+import alignprobe.compare
+from benchmarks._measure import peak_rss_mb
+kwargs = json.loads(sys.argv[3])
+if len(sys.argv) > 4:  # read-ahead depth (0: read and compute in turn)
+    import importlib
+    importlib.import_module("alignprobe.compare.compare").READ_AHEAD_BLOCKS = int(sys.argv[4])
+t0 = time.perf_counter()
+result = alignprobe.compare.compare(sys.argv[1], sys.argv[2], **kwargs)
+seconds = time.perf_counter() - t0
+slices = {f"{s.serve_stream}/{m.label}": {"cosine_mean": m.cosine_mean, "rel_rms": m.rel_rms, "tokens": m.tokens}
+          for s in result.streams for m in s.slices}
+print(json.dumps({"seconds": seconds, "peak_mb": peak_rss_mb(), "verdict": result.verdict, "slices": slices}))
+"""
+
+CLI_CHILD = """
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+done = subprocess.run(["alignprobe", "compare", "--train-dump", sys.argv[1], "--serve-dump", sys.argv[2],
+                       "--json", sys.argv[3]], capture_output=True, text=True)
+seconds = time.perf_counter() - t0
+if done.returncode not in (0, 1):
+    raise SystemExit(done.stderr)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({"seconds": seconds, "peak_mb": peak, "exit": done.returncode}))
+"""
+
+
+def _prepare(paths: list[str], cache: str) -> None:
+    for p in paths:
+        (evict_from_page_cache if cache == "cold" else warm_page_cache)(p)
+
+
+def throughput(sizes: list[float], folder: str, cache: str, repeats: int, cli: bool) -> None:
+    print(f"{'GB/dump':>7s} {'reader':8s} {'seconds':>8s} {'GB/s':>6s} {'vs raw':>7s} {'peak RSS':>9s}")
+    for gb in sizes:
+        train, serve = os.path.join(folder, f"train-{gb:g}.h5"), os.path.join(folder, f"serve-{gb:g}.h5")
+        facts = write_pair(train, serve, tokens_for(gb))
+        total_bytes = None
+        runs: dict[str, list[dict]] = {"raw": [], "library": [], "lib_seq": []} | ({"cli": []} if cli else {})
+        for _ in range(repeats):
+            _prepare([train, serve], cache)
+            raw = run_child(RAW_CHILD, train, serve)
+            total_bytes = raw["bytes"]
+            runs["raw"].append(raw)
+            _prepare([train, serve], cache)
+            runs["library"].append(run_child(LIBRARY_CHILD, train, serve, "{}"))
+            _prepare([train, serve], cache)
+            runs["lib_seq"].append(run_child(LIBRARY_CHILD, train, serve, "{}", "0"))
+            if cli:
+                _prepare([train, serve], cache)
+                runs["cli"].append(run_child(CLI_CHILD, train, serve, os.path.join(folder, "result.json")))
+        best = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
+        raw_rate = total_bytes / best["raw"]["seconds"]
+        for name, r in best.items():
+            rate = total_bytes / r["seconds"]
+            peak = max(x["peak_mb"] for x in runs[name])
+            print(f"{gb:7g} {name:8s} {r['seconds']:8.2f} {rate / 1e9:6.2f} {rate / raw_rate:6.2f}x {peak:7.0f}MB", flush=True)
+        print(f"        ({facts['tokens']} tokens, {facts['samples']} samples a dump, pair written in {facts['seconds']:.0f} s)")
+        for p in (train, serve):
+            os.remove(p)
+
+
+def mapping_cost(gigabytes: float, folder: str, cache: str) -> None:
+    import time
+
+    import numpy as np
+
+    from alignprobe.compare.mapping import sample_rows, search_mapping, train_candidates
+    from alignprobe.compare.pairing import pair_samples
+    from alignprobe.dump import open_dump
+
+    train, serve = os.path.join(folder, "train-all.h5"), os.path.join(folder, "serve-drafter.h5")
+    facts = write_pair(train, serve, tokens_for(gigabytes, "all"), train_streams="all")
+    print(f"train dump {facts['train_gb']:.2f} GB (layers: 62 x 7168, + final, eagle3_aux), "
+          f"serve {facts['serve_gb']:.2f} GB, {facts['tokens']} tokens")
+    with open_dump(train) as tr, open_dump(serve) as sv:
+        _, segments = pair_samples(tr, sv)
+        candidates = train_candidates(tr)
+        results = {}
+        print(f"\nmapping search of eagle3_aux (k=3) against {len(candidates)} train slices, {cache} cache")
+        print(f"{'rows':>8s} {'seconds':>8s} {'max |cos - cos_all|':>20s} {'same match':>10s}")
+        sizes = [n for n in (256, 512, 1024, 2048, 4096) if n < facts["tokens"]] + [facts["tokens"]]
+        for rows in reversed(sizes):  # all rows first: the reference
+            _prepare([train, serve], cache)
+            sampled = sample_rows(segments, rows)
+            t0 = time.perf_counter()
+            ms = search_mapping(tr, sv, "eagle3_aux", 7168, candidates, sampled, expected=[], role="drafter_input",
+                                tie_cosine=1e-4)
+            results[rows] = (time.perf_counter() - t0, np.array(ms.cosine), [m.best_label for m in ms.matches], sampled.rows)
+        ref = results[facts["tokens"]]
+        for rows in sizes:
+            seconds, cos, labels, used = results[rows]
+            print(f"{used:8d} {seconds:8.2f} {np.abs(cos - ref[1]).max():20.2e} {str(labels == ref[2]):>10s}  {labels}")
+
+    print("\ncompare with token sampling (train: drafter streams only), against the full compare")
+    train2 = os.path.join(folder, "train-drafter.h5")
+    os.remove(train)
+    small = write_pair(train2, serve, tokens_for(gigabytes / 4), train_streams="drafter")
+    print(f"({small['train_gb']:.2f} GB a dump, {small['tokens']} tokens, {small['samples']} samples; the noise "
+          "level differs from sample to sample, so a sample's metrics differ from the whole's)")
+    full = None
+    print(f"{'option':18s} {'seconds':>8s} {'tokens':>7s} {'max |d cos_mean|':>17s} {'max rel d rel_rms':>18s}")
+    t, n = small["tokens"], small["samples"]
+    options = [("full", {})] + [(f"--max-tokens {t // d}", {"max_tokens": t // d}) for d in (2, 8, 32)] + [
+        (f"--sample {max(1, n // d)}", {"sample": max(1, n // d)}) for d in (2, 4)]
+    for label, kwargs in options:
+        import json
+
+        _prepare([train2, serve], cache)
+        r = run_child(LIBRARY_CHILD, train2, serve, json.dumps(kwargs))
+        if full is None:
+            full = r
+        d_cos = max(abs(m["cosine_mean"] - full["slices"][k]["cosine_mean"]) for k, m in r["slices"].items())
+        d_rms = max(abs(m["rel_rms"] / full["slices"][k]["rel_rms"] - 1) for k, m in r["slices"].items())
+        tokens = min(m["tokens"] for m in r["slices"].values())
+        print(f"{label:18s} {r['seconds']:8.2f} {tokens:7d} {d_cos:17.2e} {d_rms:18.3%}")
+    for p in (train2, serve):
+        os.remove(p)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1,2", help="GB per dump, comma separated")
+    p.add_argument("--dir", default=None)
+    p.add_argument("--cache", choices=["cold", "warm"], default="cold")
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--no-cli", action="store_true")
+    p.add_argument("--mapping", action="store_true", help="measure the mapping search and token sampling instead")
+    p.add_argument("--mapping-gb", type=float, default=2.0, help="size of the all-layers train dump")
+    args = p.parse_args()
+    folder = args.dir or tempfile.mkdtemp(prefix="alignprobe-bench-")
+    os.makedirs(folder, exist_ok=True)
+    try:
+        if args.mapping:
+            mapping_cost(args.mapping_gb, folder, args.cache)
+        else:
+            throughput([float(s) for s in args.sizes.split(",")], folder, args.cache, args.repeats, not args.no_cli)
+    finally:
+        if not args.dir:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
