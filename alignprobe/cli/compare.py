@@ -72,10 +72,10 @@ def compare(train_dump, serve_dump, train_layer_ids, train_drafter_config, num_l
 
 def _import_options(layer_ids, drafter_config, num_layers) -> dict:
     """open_source() options for a side that is a foreign folder (ignored for our own dumps)."""
-    from alignprobe.importers.layer_ids import parse_ids
-
     options: dict = {}
     if layer_ids:
+        from alignprobe.importers.layer_ids import parse_ids  # only for foreign dumps: it loads torch
+
         options["layer_ids"] = parse_ids(layer_ids, "--train-layer-ids")
     if drafter_config:
         options["config"] = drafter_config
