@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from alignprobe.probes.offload import StateOffloader
 from alignprobe.probes.progress import progress_bar
 from alignprobe.conventions import eagle3_hf_indices
 from alignprobe.dump import DumpWriter, Provenance, StreamClaim
@@ -146,27 +147,35 @@ def capture_hf(
     with DumpWriter(out_path, record, streams, resume=resume, overwrite=overwrite, shard_tokens=shard_tokens) as writer:
         todo = [p for p in prompts if p.sample_id not in writer.done_ids]
         bar = progress_bar(len(prompts), len(prompts) - len(todo), progress, unit="prompt", desc="capture hf")
-        last_flush = time.monotonic()
+        last_flush = [time.monotonic()]
+
+        def write_batch(rows, states: dict[str, torch.Tensor]) -> None:
+            # Runs on the offloader's thread, batches in order: the only place the writer is used.
+            for row, (prompt, (first, stop)) in enumerate(rows):
+                writer.add(prompt.sample_id, prompt.token_ids, {n: s[row, first:stop] for n, s in states.items()})
+            bar.update(len(rows))
+            if time.monotonic() - last_flush[0] >= flush_seconds:
+                writer.flush()
+                last_flush[0] = time.monotonic()
+
         try:
-            for start in range(0, len(todo), batch_size):
-                batch = todo[start : start + batch_size]
-                input_ids, attention_mask, position_ids, spans = pad_batch(
-                    [p.token_ids for p in batch], padding_side, model_device, _pad_id(model)
-                )
-                try:
-                    states = batch_streams(forward_states(model, input_ids, attention_mask, position_ids), selected, aux)
-                    states = to_host(states)
-                except torch.OutOfMemoryError:
-                    raise BadInput(
-                        f"out of memory at batch size {batch_size} ({input_ids.shape[1]} tokens a row): the samples "
-                        "so far are kept; rerun with a smaller --batch-size (or --layers eagle3) and --resume"
-                    ) from None
-                for row, (prompt, (first, stop)) in enumerate(zip(batch, spans)):
-                    writer.add(prompt.sample_id, prompt.token_ids, {n: s[row, first:stop] for n, s in states.items()})
-                bar.update(len(batch))
-                if time.monotonic() - last_flush >= flush_seconds:
-                    writer.flush()
-                    last_flush = time.monotonic()
+            # States leave the GPU on a side stream while the next batch runs (probes/offload.py);
+            # on an error the batches already submitted are still written, for --resume.
+            with StateOffloader(write_batch) as offloader:
+                for start in range(0, len(todo), batch_size):
+                    batch = todo[start : start + batch_size]
+                    input_ids, attention_mask, position_ids, spans = pad_batch(
+                        [p.token_ids for p in batch], padding_side, model_device, _pad_id(model)
+                    )
+                    try:
+                        fs = forward_states(model, input_ids, attention_mask, position_ids)
+                        states = batch_streams(fs, selected, aux)
+                    except torch.OutOfMemoryError:
+                        raise BadInput(
+                            f"out of memory at batch size {batch_size} ({input_ids.shape[1]} tokens a row): the "
+                            "samples so far are kept; rerun with a smaller --batch-size (or --layers eagle3) and --resume"
+                        ) from None
+                    offloader.submit(list(zip(batch, spans)), states)
         finally:
             bar.close()
     return os.fspath(out_path)
@@ -202,11 +211,6 @@ def batch_streams(fs, selected: tuple[int, ...], aux: tuple[int, ...]) -> dict[s
         "eagle3_aux": torch.cat([fs.hf[k] for k in aux], dim=-1),
         "final": fs.hf[fs.num_layers],
     }
-
-
-def to_host(states: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The one device-to-host copy of a batch's states (the place to plug an asynchronous offload)."""
-    return {name: s.to("cpu") for name, s in states.items()}
 
 
 def load_hf_model(
