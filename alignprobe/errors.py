@@ -18,3 +18,9 @@ class AlignprobeError(Exception):
 
 class BadInput(AlignprobeError):
     """A file, flag or server answer that alignprobe cannot use."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (or its type name): for one-line error messages."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -28,7 +28,7 @@ from alignprobe.dump import DumpWriter, Provenance, StreamClaim
 from alignprobe.dump.encoding import TORCH_DTYPE, dtype_name
 from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL, ROLE_LAYERS
 from alignprobe.dump.writer import DEFAULT_SHARD_TOKENS
-from alignprobe.errors import BadInput
+from alignprobe.errors import BadInput, first_line
 from alignprobe.probes.hf_states import forward_states
 from alignprobe.probes.prompts import Prompt
 
@@ -235,12 +235,12 @@ def load_hf_model(
             path, dtype=torch_dtype, local_files_only=True, trust_remote_code=trust_remote_code
         )
     except (OSError, ValueError, KeyError) as exc:
-        raise BadInput(f"{path}: transformers cannot load this model ({_one_line(exc)})") from None
+        raise BadInput(f"{path}: transformers cannot load this model ({first_line(exc)})") from None
     if device is not None:
         try:
             model = model.to(device)
         except (RuntimeError, AssertionError) as exc:
-            raise BadInput(f"cannot move the model to {device!r} ({_one_line(exc)})") from None
+            raise BadInput(f"cannot move the model to {device!r} ({first_line(exc)})") from None
     tokenizer = None
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(
@@ -322,8 +322,3 @@ def _import_transformers():
     except ImportError:
         raise BadInput("transformers is not installed: pip install 'alignprobe[hf]'") from None
     return transformers
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

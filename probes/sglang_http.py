@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import httpx
 
-from alignprobe.errors import BadInput
+from alignprobe.errors import BadInput, first_line
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_capture import capture_from_backend
 from alignprobe.probes.sglang_facts import FLAG_HIDDEN_STATES, ServerFacts
@@ -105,7 +105,7 @@ class HttpBackend:
             except httpx.TransportError as exc:
                 if last:
                     raise BadInput(
-                        f"{url}: cannot reach the SGLang server ({type(exc).__name__}: {_one_line(exc)}) after "
+                        f"{url}: cannot reach the SGLang server ({type(exc).__name__}: {first_line(exc)}) after "
                         f"{self.retries + 1} attempts; is it running on that host and port?"
                     ) from None
             else:
@@ -200,8 +200,3 @@ def _error_message(response: httpx.Response) -> str:
             if body.get(key):
                 return str(body[key])
     return json.dumps(body)[:200]
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

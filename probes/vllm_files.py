@@ -32,7 +32,7 @@ from alignprobe.conventions import map_layer_ids
 from alignprobe.dump import DumpWriter, Provenance, StreamClaim
 from alignprobe.dump.encoding import dtype_name
 from alignprobe.dump.schema import FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL
-from alignprobe.errors import BadInput
+from alignprobe.errors import BadInput, first_line
 from alignprobe.probes.dump_prompts import prompts_from_dump
 from alignprobe.probes.prompts import Prompt, content_ids
 
@@ -196,7 +196,7 @@ class _SafeFile:
             self._ctx = safe_open(self.path, framework="pt")
             return self._ctx.__enter__()
         except (SafetensorError, OSError, ValueError) as exc:
-            raise BadInput(f"{self.path}: not a readable safetensors file ({_one_line(exc)})") from None
+            raise BadInput(f"{self.path}: not a readable safetensors file ({first_line(exc)})") from None
 
     def __exit__(self, *exc):
         return self._ctx.__exit__(*exc)
@@ -246,10 +246,3 @@ def _provenance(files, layer_ids, n, streams, tokens_from, given) -> Provenance:
     }
     fields: dict[str, Any] = {"engine": ENGINE, "dtype": next(iter(streams.values())).dtype}
     return Provenance.for_capture(capture, given, **fields)
-
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-

@@ -18,7 +18,7 @@ from alignprobe.dump.schema import (
     Provenance,
     StreamClaim,
 )
-from alignprobe.errors import BadInput
+from alignprobe.errors import BadInput, first_line
 
 # Tokens read at once by iter_blocks: 4096 tokens of a 21504-wide float32 block is 352 MB, so the
 # block is sized in bytes, not tokens. Small blocks are faster, not slower: under glibc's largest
@@ -55,7 +55,7 @@ class Dump:
             raise
         except (KeyError, ValueError, TypeError, OSError) as exc:
             self._file.close()
-            raise BadInput(f"{self.path}: not a readable alignprobe dump ({_one_line(exc)})") from None
+            raise BadInput(f"{self.path}: not a readable alignprobe dump ({first_line(exc)})") from None
 
     # -- loading and validation ------------------------------------------------------------------
 
@@ -251,7 +251,7 @@ class Dump:
         try:
             return read()
         except (OSError, ValueError, RuntimeError) as exc:
-            raise BadInput(f"{self.path}: cannot read the file, it is damaged ({_one_line(exc)})") from None
+            raise BadInput(f"{self.path}: cannot read the file, it is damaged ({first_line(exc)})") from None
 
     def close(self) -> None:
         self._file.close()
@@ -288,13 +288,8 @@ def _open_hdf5(path: str) -> h5py.File:
     try:
         return h5py.File(path, "r")
     except OSError as exc:
-        raise BadInput(f"{path}: cannot open the HDF5 file, it is truncated or damaged ({_one_line(exc)})") from None
+        raise BadInput(f"{path}: cannot open the HDF5 file, it is truncated or damaged ({first_line(exc)})") from None
 
 
 def _as_str(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

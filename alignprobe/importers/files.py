@@ -15,7 +15,7 @@ import zipfile
 
 import torch
 
-from alignprobe.errors import BadInput
+from alignprobe.errors import BadInput, first_line
 
 INDEX = re.compile(r"^(?:data|hs)_(\d+)\.")
 
@@ -55,16 +55,16 @@ def load_torch_dict(path: str) -> dict:
                 _check_torch_magic(fh.read(4), path)
             data = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
     except (gzip.BadGzipFile, EOFError, zipfile.BadZipFile) as exc:
-        raise BadInput(f"{path}: not a readable torch.save file, it is truncated or damaged ({_one_line(exc)})") from None
+        raise BadInput(f"{path}: not a readable torch.save file, it is truncated or damaged ({first_line(exc)})") from None
     except pickle.UnpicklingError as exc:
         if "weights_only" in str(exc):
             raise BadInput(
                 f"{path}: holds objects other than tensors, which alignprobe will not unpickle "
                 "(it loads with weights_only=True so a file cannot run code)"
             ) from None
-        raise BadInput(f"{path}: not a torch.save file ({_one_line(exc)})") from None
+        raise BadInput(f"{path}: not a torch.save file ({first_line(exc)})") from None
     except (RuntimeError, OSError, ValueError) as exc:
-        raise BadInput(f"{path}: not a torch.save file ({_one_line(exc)})") from None
+        raise BadInput(f"{path}: not a torch.save file ({first_line(exc)})") from None
     if not isinstance(data, dict):
         raise BadInput(f"{path}: holds a {type(data).__name__}, not the dict of tensors a hidden-state dump saves")
     return data
@@ -87,12 +87,7 @@ class SafetensorsFile:
             self._handle = safe_open(path, framework="pt", device="cpu")
             self.keys = set(self._handle.keys())
         except (SafetensorError, OSError, ValueError) as exc:
-            raise BadInput(f"{path}: not a readable safetensors file ({_one_line(exc)})") from None
+            raise BadInput(f"{path}: not a readable safetensors file ({first_line(exc)})") from None
 
     def tensor(self, key: str) -> torch.Tensor:
         return self._handle.get_tensor(key)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
