@@ -28,8 +28,12 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override one tolerance, e.g. --set drift_fail_rel_rms=0.3 or --set severity.token_shift=error.")
 @click.option("--strict", is_flag=True, help="Exit 1 on WARN too, not only on FAIL.")
-@click.option("--sample", type=click.IntRange(min=1), help="Compare this many paired samples, evenly spread.")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="Compare at most this many aligned token rows.")
+@click.option("--sample", type=click.IntRange(min=1),
+              help="Compare this many paired samples, evenly spread; the result then carries each slice's "
+              "sampling error (± 1.96 standard errors from the spread between samples).")
+@click.option("--max-tokens", type=click.IntRange(min=1),
+              help="Compare at most this many aligned token rows: whole samples spread over the dump, the "
+              "last one cut (not the first rows); with the sampling error, as --sample.")
 @click.option("--mapping-tokens", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Token rows sampled for the layer-mapping search.")
 @click.option("--tokenizer", default="auto", show_default=True, metavar="PATH",

@@ -27,6 +27,7 @@ from alignprobe.compare.pairing import Segment, pair_samples
 from alignprobe.compare.plan import StreamPlan, plan_streams, train_geometry
 from alignprobe.compare.policy import Policy, resolve_policy
 from alignprobe.compare.result import CompareResult, Finding, SliceMetrics, StreamComparison
+from alignprobe.compare.sampling import Z95, describe, undecided_thresholds
 from alignprobe.compare.diagnoses import finding
 from alignprobe.dump import ROLE_DRAFTER_INPUT, ROLE_FINAL, Dump, open_dump
 from alignprobe.dump.readahead import read_ahead
@@ -58,7 +59,11 @@ def compare(
     """Compare a train-side dump with a serve-side dump; returns a :class:`CompareResult`.
 
     ``policy``: a :class:`Policy`, a dict of overrides, or a JSON/TOML policy file. ``sample``: compare
-    that many paired samples (evenly spread); ``max_tokens``: at most that many aligned rows;
+    that many paired samples (evenly spread); ``max_tokens``: at most that many aligned rows, whole
+    samples spread over the dump (the last one cut), not its first rows. When either leaves rows out,
+    each slice carries the standard errors of its cosine mean and rel-RMS from the spread between the
+    compared samples (``options["sampling"]`` says how much was compared, a note names each drift
+    threshold the sample cannot tell apart from the measured value);
     ``mapping_tokens``: rows sampled for the mapping search; ``tokenizer``: how to show divergent
     tokens as text: anything with ``decode(ids)``, the path of a local tokenizer folder, "auto" (the
     default: the local model folder named in either dump's provenance, if there is one) or None.
@@ -110,11 +115,17 @@ def compare(
             layout = _layout(ms, plan, num_layers, policy)
             findings += layout.findings
             layouts[plan.serve_stream] = layout
-        comparisons = _measure(tr, sv, [p for p in plans if p.width_ok], segments, hidden_size, block_bytes)
+        sampled_run = tokens.aligned_tokens < tokens.alignable_tokens
+        population = tokens.alignable_samples if sampled_run else None
+        comparisons = _measure(
+            tr, sv, [p for p in plans if p.width_ok], segments, hidden_size, block_bytes, population
+        )
         for comparison in comparisons:
             layout = layouts.get(comparison.serve_stream)
             ok = [layout.slice_ok[m.serve_slice] if layout else False for m in comparison.slices]
             comparison.mapping_ok = bool(ok) and all(ok)
+            if sampled_run:
+                notes += _undecided_notes(comparison, ok, policy)
             findings += numeric_findings(
                 comparison, ok, policy, dataclasses.asdict(tr.provenance), dataclasses.asdict(sv.provenance)
             )
@@ -140,10 +151,27 @@ def compare(
                 "mapping_tokens": mapping_tokens,
                 "mapping_sampling": sampled.description,
                 "block_bytes": block_bytes,
+                **({"sampling": describe(tokens.compared_samples, tokens.alignable_samples, tokens.aligned_tokens,
+                                         tokens.alignable_tokens)} if sampled_run else {}),
             },
             notes=notes,
             elapsed_s=time.perf_counter() - started,
         )
+
+
+def _undecided_notes(comparison: StreamComparison, slice_ok: list[bool], policy: Policy) -> list[str]:
+    """A note for each mapped slice whose rel-RMS is within Z95 standard errors of a drift threshold."""
+    thresholds = {"drift_warn_rel_rms": policy.drift_warn_rel_rms, "drift_fail_rel_rms": policy.drift_fail_rel_rms}
+    out = []
+    for m, ok in zip(comparison.slices, slice_ok):
+        near = undecided_thresholds(m.rel_rms, m.rel_rms_se, thresholds) if ok else []
+        if near:
+            out.append(
+                f"sampling: {comparison.serve_stream} {m.label} rel-RMS {m.rel_rms:.4g} ± {Z95 * m.rel_rms_se:.2g} "
+                f"is within {Z95} standard errors of {' and '.join(f'{n} {thresholds[n]:g}' for n in near)}: "
+                "the sample cannot tell: compare more samples"
+            )
+    return out
 
 
 def _tokenizer(tokenizer: Any, train: Dump, serve: Dump):
@@ -296,11 +324,20 @@ def _runs(segments: list[Segment]) -> Iterator[list[Segment]]:
 
 
 def _measure(
-    train: Dump, serve: Dump, plans: list[StreamPlan], segments: list[Segment], hidden_size: int, block_bytes: int
+    train: Dump,
+    serve: Dump,
+    plans: list[StreamPlan],
+    segments: list[Segment],
+    hidden_size: int,
+    block_bytes: int,
+    population: int | None = None,
 ) -> list[StreamComparison]:
+    """The streaming pass. ``population``: samples the compared ones were chosen from, when rows were
+    left out: each row then carries its sample's number, for the standard errors."""
     max_position = max((s.position + s.length for s in segments), default=1)
+    per_sample = len(segments) if population is not None else 0
     pairs = [
-        _Pair(plan, j, exp[0], exp[1], SliceAccumulator(max_position))
+        _Pair(plan, j, exp[0], exp[1], SliceAccumulator(max_position, num_samples=per_sample))
         for plan in plans
         for j, exp in enumerate(plan.expected)
         if exp is not None
@@ -313,27 +350,37 @@ def _measure(
     block_rows = max(1, block_bytes // max(1, row_bytes))
     H = hidden_size
 
-    def read_block(positions: np.ndarray, serve_rows: slice, train_rows: slice):
+    def read_block(positions: np.ndarray, samples: np.ndarray | None, serve_rows: slice, train_rows: slice):
         served = {s: serve.read(s, serve_rows.start, serve_rows.stop) for s in serve_streams}
         trained = {s: train.read(s, train_rows.start, train_rows.stop) for s in train_streams}
-        return positions, served, trained
+        return positions, samples, served, trained
 
     def block_reads():
+        first_sample = 0  # the number of the run's first segment
         for run in _runs(segments):
             positions = np.concatenate([s.position + np.arange(s.length) for s in run])
+            samples = None
+            if per_sample:
+                numbers = np.arange(first_sample, first_sample + len(run))
+                samples = np.repeat(numbers, [s.length for s in run])
+            first_sample += len(run)
             t0, v0, total = run[0].train_row, run[0].serve_row, len(positions)
             for start in range(0, total, block_rows):
                 stop = min(total, start + block_rows)
                 yield functools.partial(
-                    read_block, positions[start:stop], slice(v0 + start, v0 + stop), slice(t0 + start, t0 + stop)
+                    read_block,
+                    positions[start:stop],
+                    None if samples is None else samples[start:stop],
+                    slice(v0 + start, v0 + stop),
+                    slice(t0 + start, t0 + stop),
                 )
 
     # The next block is read while this one is measured (benchmarks/compare_throughput.py).
-    for pos, served, trained in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
+    for pos, samples, served, trained in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
         for p in pairs:
             a = trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H]
             b = served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H]
-            p.acc.update(a, b, pos)
+            p.acc.update(a, b, pos, samples)
     out = []
     for plan in plans:
         sclaim = serve.streams[plan.serve_stream]
@@ -357,6 +404,7 @@ def _measure(
                     serve_slice=p.serve_slice,
                     serve_hf_index=serve_hf,
                     **p.acc.summary(),
+                    **(p.acc.standard_errors(population) if per_sample else {}),
                 )
             )
         out.append(comparison)

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from alignprobe.compare.result import PositionBucket, RowHealth
+from alignprobe.compare.sampling import ratio_se, rel_rms_se
 
 # Per-token cosines kept for the percentiles: past this, every other kept value is dropped and
 # the sampling stride doubles, so the sample stays evenly spread over the stream (and bounded).
@@ -113,9 +114,14 @@ def token_cosine(aa: np.ndarray, bb: np.ndarray, dd: np.ndarray) -> np.ndarray:
 
 
 class SliceAccumulator:
-    """Running metrics of one (train slice, serve slice) pair over blocks of aligned rows."""
+    """Running metrics of one (train slice, serve slice) pair over blocks of aligned rows.
 
-    def __init__(self, max_position: int, percentile_sample: int = PERCENTILE_SAMPLE):
+    With ``num_samples`` > 0 it also keeps per-sample sums (tokens, cosine, ||a||^2, ||a-b||^2) for
+    the sampling error of a sampled run; ``update`` then takes each row's sample number too.
+    """
+
+    def __init__(self, max_position: int, percentile_sample: int = PERCENTILE_SAMPLE, num_samples: int = 0):
+        self.per_sample = np.zeros((4, num_samples)) if num_samples else None  # tokens, cos, aa, dd
         self.edges = position_edges(max_position)
         nb = len(self.edges)
         self.bucket_tokens = np.zeros(nb, dtype=np.int64)
@@ -137,8 +143,9 @@ class SliceAccumulator:
         self._cap = percentile_sample
         self._scratch: np.ndarray | None = None
 
-    def update(self, a: np.ndarray, b: np.ndarray, positions: np.ndarray) -> None:
-        """Add rows ``a`` (train) and ``b`` (serve), ``[n, H]`` float32, at sample ``positions`` ``[n]``."""
+    def update(self, a: np.ndarray, b: np.ndarray, positions: np.ndarray, samples: np.ndarray | None = None) -> None:
+        """Add rows ``a`` (train) and ``b`` (serve), ``[n, H]`` float32, at sample ``positions`` ``[n]``
+        of samples numbered ``samples`` ``[n]`` (needed when the accumulator keeps per-sample sums)."""
         aa, bb = row_dot(a, a), row_dot(b, b)
         nan_a, inf_a, big_a = _nonfinite_masks(a, aa)
         nan_b, inf_b, big_b = _nonfinite_masks(b, bb)
@@ -149,6 +156,7 @@ class SliceAccumulator:
             self.excluded += int(len(keep) - keep.sum())
             a, b, positions, aa, bb = a[keep], b[keep], positions[keep], aa[keep], bb[keep]
             big_a, big_b = big_a[keep], big_b[keep]
+            samples = samples[keep] if samples is not None else None
         if not len(a):
             return
         with np.errstate(over="ignore"):
@@ -172,7 +180,20 @@ class SliceAccumulator:
         self.bucket_aa += np.bincount(bucket, weights=aa, minlength=nb)
         self.bucket_bb += np.bincount(bucket, weights=bb, minlength=nb)
         self.bucket_dd += np.bincount(bucket, weights=dd, minlength=nb)
+        if self.per_sample is not None:
+            self._add_per_sample(samples, cos, aa, dd)
         self._keep_sample(cos)
+
+    def _add_per_sample(self, samples: np.ndarray, cos: np.ndarray, aa: np.ndarray, dd: np.ndarray) -> None:
+        # A block spans a few consecutive samples: count over that range only, not over all samples.
+        first, last = int(samples.min()), int(samples.max())
+        local = samples - first
+        span = last - first + 1
+        into = self.per_sample[:, first : last + 1]
+        into[0] += np.bincount(local, minlength=span)
+        into[1] += np.bincount(local, weights=cos, minlength=span)
+        into[2] += np.bincount(local, weights=aa, minlength=span)
+        into[3] += np.bincount(local, weights=dd, minlength=span)
 
     def _buffer(self, shape: tuple[int, int]) -> np.ndarray:
         """A reused float32 scratch block: a fresh one per block would cost page faults each time."""
@@ -236,6 +257,14 @@ class SliceAccumulator:
                 )
             )
         return out
+
+    def standard_errors(self, population: int) -> dict:
+        """``cosine_mean_se`` and ``rel_rms_se`` of the samples fed, out of ``population`` samples that
+        could have been (compare/sampling.py: between-sample spread, finite-population correction)."""
+        if self.per_sample is None:
+            raise ValueError("standard errors need per-sample sums: build the accumulator with num_samples")
+        tokens, cos, aa, dd = self.per_sample
+        return dict(cosine_mean_se=ratio_se(cos, tokens, population), rel_rms_se=rel_rms_se(dd, aa, population))
 
     def summary(self) -> dict:
         """The metric fields of :class:`SliceMetrics` (the caller adds the labels)."""

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from alignprobe.compare.result import TokenCheck, TokenIssue
+from alignprobe.compare.sampling import spread_order
 from alignprobe.dump import Dump
 
 MAX_SHIFT = 8  # token shifts tried when the ids differ
@@ -74,7 +75,10 @@ def pair_samples(
     """Pair samples by id, align their tokens, and list the aligned rows to compare.
 
     ``sample`` keeps that many paired samples, evenly spread over the train order; ``max_tokens``
-    stops the list of rows there. Both bound the work on large dumps and are reported.
+    keeps at most that many rows: whole samples taken in an order spread evenly over the train
+    order (:func:`~alignprobe.compare.sampling.spread_order`) until the budget is filled, the last one
+    taken cut short, so a small budget still sees the whole dump rather than its first samples.
+    Both bound the work on large dumps and are reported (``check.alignable_*`` is what they chose from).
     ``tokenizer`` (anything with ``decode``) shows divergent tokens as text; ``load_tokenizer``
     returns one, and is called only when a divergent sample needs it (loading costs seconds).
     """
@@ -97,7 +101,6 @@ def pair_samples(
     # all token ids at once: 8 bytes a token, small beside the states, and one read instead of many
     train_tokens, serve_tokens = train.token_ids_flat(), serve.token_ids_flat()
     segments: list[Segment] = []
-    budget = max_tokens
     for sid in paired:
         t0, s0 = train.span(sid)[0], serve.span(sid)[0]
         t_ids = train_tokens[t0 : train.span(sid)[1]]
@@ -113,17 +116,35 @@ def pair_samples(
                 if tokenizer is None and load_tokenizer is not None and al.kind == "divergent":
                     tokenizer, load_tokenizer = load_tokenizer(), None
                 check.issues.append(_issue(sid, al, t_ids, s_ids, tokenizer))
-        if sid not in chosen:
+        if al.length <= 0:
             continue
-        length = al.length if budget is None else min(al.length, budget)
-        if length <= 0:
-            continue
-        check.compared_samples += 1
-        segments.append(Segment(sid, t0 + al.train_offset, s0 + al.serve_offset, length, al.train_offset))
-        check.aligned_tokens += length
-        if budget is not None:
-            budget -= length
+        check.alignable_samples += 1
+        check.alignable_tokens += al.length
+        if sid in chosen:
+            segments.append(Segment(sid, t0 + al.train_offset, s0 + al.serve_offset, al.length, al.train_offset))
+    if max_tokens is not None:
+        segments = _within_budget(segments, max_tokens)
+    check.compared_samples = len(segments)
+    check.aligned_tokens = sum(seg.length for seg in segments)
     return check, segments
+
+
+def _within_budget(segments: list[Segment], max_tokens: int) -> list[Segment]:
+    """Whole segments in spread order until ``max_tokens`` rows, the last one cut; train order kept."""
+    lengths = np.array([seg.length for seg in segments], dtype=np.int64)
+    if lengths.sum() <= max_tokens:
+        return segments
+    order = spread_order(len(segments))
+    filled = np.cumsum(lengths[order])
+    taken = int(np.searchsorted(filled, max_tokens)) + 1  # the first prefix that reaches the budget
+    keep = np.sort(order[:taken])
+    last = int(order[taken - 1])
+    cut = int(filled[taken - 1]) - max_tokens
+    out = []
+    for i in keep:
+        seg = segments[int(i)]
+        out.append(dataclasses.replace(seg, length=seg.length - cut) if i == last and cut else seg)
+    return out
 
 
 def _issue(sid: str, al: Alignment, t_ids: np.ndarray, s_ids: np.ndarray, tokenizer) -> TokenIssue:

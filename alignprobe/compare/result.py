@@ -11,7 +11,8 @@ Field names are stable (the reporter renders them, ``--json`` writes them); add 
     hidden_size       H, from the train side's claims; num_layers N, likewise
     train_path / serve_path, train_provenance / serve_provenance (dicts, as stored in the dumps)
     policy            dict: the tolerances that produced the verdict
-    options           dict: sample / max_tokens / mapping_tokens as used
+    options           dict: sample / max_tokens / mapping_tokens as used; "sampling" (a sentence: samples
+                      and rows compared of those available) only when --sample / --max-tokens left rows out
     notes             list[str]: what the comparer had to assume or skip, in one line each
     elapsed_s         wall time of the comparison
     ``bool(result)`` is True unless the verdict is FAIL (a WARN passes, as exit code 0 does);
@@ -27,7 +28,10 @@ Field names are stable (the reporter renders them, ``--json`` writes them); add 
     (||b-a|| / ||a|| over all rows), sqnr_db (10 log10 ||a||^2/||b-a||^2), norm_ratio (||b|| / ||a||),
     max_abs_diff, train_health / serve_health (RowHealth: rows, nan_rows, inf_rows, zero_rows,
     constant_rows), positions (list[PositionBucket]: start, stop, tokens, cosine_mean, rel_rms,
-    norm_ratio), excluded_rows (rows left out of the numbers because a side was not finite).
+    norm_ratio), excluded_rows (rows left out of the numbers because a side was not finite),
+    cosine_mean_se / rel_rms_se (standard errors from the spread between compared samples when
+    --sample / --max-tokens left rows out, see compare/sampling.py; None when all rows were compared,
+    NaN when fewer than 2 samples were).
     train = a (the reference), serve = b. Infinite values (sqnr_db of identical states) are
     written to JSON as the strings "inf" / "-inf" / "nan".
 
@@ -39,7 +43,8 @@ Field names are stable (the reporter renders them, ``--json`` writes them); add 
     should be / the serve dump says it is.
 
 ``TokenCheck``: paired / train_only / serve_only sample counts (with up to 20 example ids each),
-    identical (samples whose token ids agree), aligned_tokens (rows the numbers cover), and
+    identical (samples whose token ids agree), compared_samples / aligned_tokens (samples and rows the
+    numbers cover), alignable_samples / alignable_tokens (those that had aligned rows: the whole), and
     ``issues`` (TokenIssue per sample: kind "shift" | "divergent" | "padding" | "length", shift k
     with serve token i == train token i+k, first_divergence, train/serve token there (and decoded
     text when a tokenizer was given), train_len, serve_len, aligned_length), kept for the first 200
@@ -124,6 +129,10 @@ class SliceMetrics:
     serve_health: RowHealth
     positions: list[PositionBucket] = dataclasses.field(default_factory=list)
     excluded_rows: int = 0
+    # Standard errors of cosine_mean and rel_rms from the spread between compared samples, when
+    # --sample / --max-tokens left rows out (None: everything was compared; NaN: under 2 samples).
+    cosine_mean_se: float | None = None
+    rel_rms_se: float | None = None
 
 
 @dataclasses.dataclass
@@ -206,6 +215,8 @@ class TokenCheck:
     identical: int = 0
     compared_samples: int = 0  # paired samples whose states were compared (after --sample)
     aligned_tokens: int = 0  # rows compared (after --max-tokens)
+    alignable_samples: int = 0  # paired samples with aligned rows: what --sample / --max-tokens chose from
+    alignable_tokens: int = 0  # their aligned rows in all
     issues: list[TokenIssue] = dataclasses.field(default_factory=list)  # the first MAX_ISSUES only
     issue_counts: dict[str, int] = dataclasses.field(default_factory=dict)  # kind -> samples, all of them
     shift_counts: dict[str, int] = dataclasses.field(default_factory=dict)  # str(k) -> samples shifted by k
@@ -339,7 +350,7 @@ def _build(cls, raw: dict[str, Any]):
         nested = _NESTED.get((cls, field.name))
         if nested is not None:
             value = [_build(nested, v) for v in value] if isinstance(value, list) else _build(nested, value)
-        elif field.type == "float":
+        elif field.type == "float" or (field.type == "float | None" and value is not None):
             value = float(value)
         elif field.name in ("cosine", "norm_ratio") and isinstance(value, list):
             value = [[float(x) for x in row] for row in value]

@@ -6,6 +6,7 @@ import math
 import textwrap
 
 from alignprobe.compare.result import CompareResult, SliceMetrics, StreamComparison
+from alignprobe.compare.sampling import Z95
 
 WIDTH = 100
 MAX_ROWS = 10  # slices shown per stream: the rest are summarised, the worst always shown
@@ -31,6 +32,11 @@ def format_summary(result: CompareResult, width: int = WIDTH) -> str:
             lines += textwrap.wrap(f"fix: {f.fix}", width, initial_indent="        ", subsequent_indent="             ")
     if not result.findings:
         lines += ["", "no findings: the serve side feeds the drafter what training used, within tolerance"]
+    sampling = result.options.get("sampling")
+    if sampling:
+        lines += ["", *textwrap.wrap(f"sampled: {sampling}", width)]
+        for note in (n for n in result.notes if n.startswith("sampling: ")):
+            lines += textwrap.wrap(note, width, subsequent_indent="    ")
     for comparison in result.streams:
         lines += ["", *_table(result, comparison)]
     return "\n".join(lines)
@@ -51,16 +57,21 @@ def _table(result: CompareResult, c: StreamComparison) -> list[str]:
             measured = f"; NOT as expected: {shown}{more}"
     head = f"{c.serve_stream} ({c.role}) vs train {c.train_stream or 'layers'}{measured}"
     rows = _pick(c.slices)
+    # a sampled run shows "± 1.96 SE" after the cosine mean and the rel-RMS; a full run, nothing
+    sampled = any(m.cosine_mean_se is not None or m.rel_rms_se is not None for m in c.slices)
+    pm_head = f"{' ± 95%':<9}" if sampled else ""
     out = [
         head,
-        f"  {'train slice':<16}{'cos mean':>10}{'cos p1':>10}{'rel-RMS':>10}{'SQNR dB':>9}{'norm x':>9}"
-        f"{'max|d|':>10}{'bad rows':>10}",
+        f"  {'train slice':<16}{'cos mean':>10}{pm_head}{'cos p1':>10}{'rel-RMS':>10}{pm_head}{'SQNR dB':>9}"
+        f"{'norm x':>9}{'max|d|':>10}{'bad rows':>10}",
     ]
     for m in rows:
         bad = m.serve_health.nonfinite_rows + m.serve_health.degenerate_rows
         bad += m.train_health.nonfinite_rows + m.train_health.degenerate_rows
+        cos_pm = _pm(m.cosine_mean_se) if sampled else ""
+        rms_pm = _pm(m.rel_rms_se) if sampled else ""
         out.append(
-            f"  {m.label:<16}{_f(m.cosine_mean, 6):>10}{_f(m.cosine_p1, 5):>10}{_g(m.rel_rms):>10}"
+            f"  {m.label:<16}{_f(m.cosine_mean, 6):>10}{cos_pm}{_f(m.cosine_p1, 5):>10}{_g(m.rel_rms):>10}{rms_pm}"
             f"{_f(m.sqnr_db, 1):>9}{_g(m.norm_ratio):>9}{_g(m.max_abs_diff):>10}{bad:>10}"
         )
     if len(rows) < len(c.slices):
@@ -83,3 +94,10 @@ def _f(x: float, digits: int) -> str:
 
 def _g(x: float) -> str:
     return f"{x:.3g}" if math.isfinite(x) else str(x)
+
+
+def _pm(se: float | None) -> str:
+    """`` ±1.2e-04`` (Z95 standard errors), 9 wide; ``±?`` where fewer than 2 samples give no estimate."""
+    if se is None or not math.isfinite(se):
+        return f"{' ±?':<9}"
+    return f"{' ±' + format(Z95 * se, '.1e'):<9}"
