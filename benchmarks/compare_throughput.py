@@ -14,10 +14,12 @@ and prints throughput (stored bytes of both dumps / seconds), the ratio to raw, 
 ``--mapping`` measures the mapping search instead: a train dump holding all N+1 = 62 HF indices
 (``layers``) plus the drafter streams against a serve drafter_input of k = 3 slices, searched on
 a growing number of sampled rows, with the error of each sample against the search on all rows;
-then ``compare`` with ``--max-tokens`` / ``--sample`` against the full compare (time and metric error).
+then ``compare`` with ``--max-tokens`` / ``--sample`` against the full compare (time, metric error,
+and the standard error the sampled run reports); ``--sampling`` runs only that last part.
 
     python benchmarks/compare_throughput.py --sizes 1,2,4,8
     python benchmarks/compare_throughput.py --mapping --mapping-gb 2
+    python benchmarks/compare_throughput.py --sampling --sampling-gb 0.5
 """
 
 from __future__ import annotations
@@ -64,9 +66,10 @@ if len(sys.argv) > 4:  # read-ahead depth (0: read and compute in turn)
 t0 = time.perf_counter()
 result = alignprobe.compare.compare(sys.argv[1], sys.argv[2], **kwargs)
 seconds = time.perf_counter() - t0
-slices = {f"{s.serve_stream}/{m.label}": {"cosine_mean": m.cosine_mean, "rel_rms": m.rel_rms, "tokens": m.tokens}
-          for s in result.streams for m in s.slices}
-print(json.dumps({"seconds": seconds, "peak_mb": peak_rss_mb(), "verdict": result.verdict, "slices": slices}))
+slices = {f"{s.serve_stream}/{m.label}": {"cosine_mean": m.cosine_mean, "rel_rms": m.rel_rms, "tokens": m.tokens,
+          "cosine_mean_se": m.cosine_mean_se, "rel_rms_se": m.rel_rms_se} for s in result.streams for m in s.slices}
+print(json.dumps({"seconds": seconds, "peak_mb": peak_rss_mb(), "verdict": result.verdict, "slices": slices,
+                  "samples": result.tokens.compared_samples}))
 """
 
 CLI_CHILD = """
@@ -149,29 +152,50 @@ def mapping_cost(gigabytes: float, folder: str, cache: str) -> None:
             seconds, cos, labels, used = results[rows]
             print(f"{used:8d} {seconds:8.2f} {np.abs(cos - ref[1]).max():20.2e} {str(labels == ref[2]):>10s}  {labels}")
 
-    print("\ncompare with token sampling (train: drafter streams only), against the full compare")
-    train2 = os.path.join(folder, "train-drafter.h5")
     os.remove(train)
-    small = write_pair(train2, serve, tokens_for(gigabytes / 4), train_streams="drafter")
+    os.remove(serve)
+    sampling_error(gigabytes / 4, folder, cache)
+
+
+def sampling_error(gigabytes: float, folder: str, cache: str) -> None:
+    """``compare`` with ``--max-tokens`` / ``--sample`` against the full compare: time, the error of each
+    sampled metric, and the standard error the sampled run reports for it (1.96 SE: a 95% interval)."""
+    import json
+
+    print("\ncompare with token sampling (train: drafter streams only), against the full compare")
+    train, serve = os.path.join(folder, "train-drafter.h5"), os.path.join(folder, "serve-drafter.h5")
+    small = write_pair(train, serve, tokens_for(gigabytes), train_streams="drafter")
     print(f"({small['train_gb']:.2f} GB a dump, {small['tokens']} tokens, {small['samples']} samples; the noise "
           "level differs from sample to sample, so a sample's metrics differ from the whole's)")
+    print("per option, over the 4 compared slices: the largest error against the full compare, the largest")
+    print("1.96 SE reported, and how many slices' full value lies within measured ± 1.96 SE")
     full = None
-    print(f"{'option':18s} {'seconds':>8s} {'tokens':>7s} {'max |d cos_mean|':>17s} {'max rel d rel_rms':>18s}")
+    print(f"{'option':18s} {'seconds':>8s} {'tokens':>7s} {'samples':>7s} {'max |d cos_mean|':>17s} "
+          f"{'1.96 SE':>9s} {'in':>4s} {'max rel d rel_rms':>18s} {'1.96 SE/rms':>12s} {'in':>4s}")
     t, n = small["tokens"], small["samples"]
     options = [("full", {})] + [(f"--max-tokens {t // d}", {"max_tokens": t // d}) for d in (2, 8, 32)] + [
         (f"--sample {max(1, n // d)}", {"sample": max(1, n // d)}) for d in (2, 4)]
     for label, kwargs in options:
-        import json
-
-        _prepare([train2, serve], cache)
-        r = run_child(LIBRARY_CHILD, train2, serve, json.dumps(kwargs))
+        _prepare([train, serve], cache)
+        r = run_child(LIBRARY_CHILD, train, serve, json.dumps(kwargs))
         if full is None:
             full = r
-        d_cos = max(abs(m["cosine_mean"] - full["slices"][k]["cosine_mean"]) for k, m in r["slices"].items())
-        d_rms = max(abs(m["rel_rms"] / full["slices"][k]["rel_rms"] - 1) for k, m in r["slices"].items())
+        ref = full["slices"]
+        d_cos = max(abs(m["cosine_mean"] - ref[k]["cosine_mean"]) for k, m in r["slices"].items())
+        d_rms = max(abs(m["rel_rms"] / ref[k]["rel_rms"] - 1) for k, m in r["slices"].items())
         tokens = min(m["tokens"] for m in r["slices"].values())
-        print(f"{label:18s} {r['seconds']:8.2f} {tokens:7d} {d_cos:17.2e} {d_rms:18.3%}")
-    for p in (train2, serve):
+        se_cos = se_rms = "-"
+        in_cos = in_rms = "-"
+        if all(m["cosine_mean_se"] is not None for m in r["slices"].values()):
+            se_cos = f"{max(1.96 * float(m['cosine_mean_se']) for m in r['slices'].values()):9.2e}"
+            se_rms = f"{max(1.96 * float(m['rel_rms_se']) / m['rel_rms'] for m in r['slices'].values()):12.2%}"
+            in_cos = sum(abs(m["cosine_mean"] - ref[k]["cosine_mean"]) <= 1.96 * float(m["cosine_mean_se"])
+                         for k, m in r["slices"].items())
+            in_rms = sum(abs(m["rel_rms"] - ref[k]["rel_rms"]) <= 1.96 * float(m["rel_rms_se"])
+                         for k, m in r["slices"].items())
+        print(f"{label:18s} {r['seconds']:8.2f} {tokens:7d} {r['samples']:7d} {d_cos:17.2e} {se_cos:>9s} "
+              f"{in_cos!s:>4s} {d_rms:18.3%} {se_rms:>12s} {in_rms!s:>4s}")
+    for p in (train, serve):
         os.remove(p)
 
 
@@ -184,11 +208,16 @@ def main() -> None:
     p.add_argument("--no-cli", action="store_true")
     p.add_argument("--mapping", action="store_true", help="measure the mapping search and token sampling instead")
     p.add_argument("--mapping-gb", type=float, default=2.0, help="size of the all-layers train dump")
+    p.add_argument("--sampling", action="store_true",
+                   help="measure only --max-tokens / --sample against the full compare, with the reported error")
+    p.add_argument("--sampling-gb", type=float, default=0.5, help="size of each dump of the --sampling pair")
     args = p.parse_args()
     folder = args.dir or tempfile.mkdtemp(prefix="alignprobe-bench-")
     os.makedirs(folder, exist_ok=True)
     try:
-        if args.mapping:
+        if args.sampling:
+            sampling_error(args.sampling_gb, folder, args.cache)
+        elif args.mapping:
             mapping_cost(args.mapping_gb, folder, args.cache)
         else:
             throughput([float(s) for s in args.sizes.split(",")], folder, args.cache, args.repeats, not args.no_cli)

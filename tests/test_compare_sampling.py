@@ -171,6 +171,8 @@ def test_result_json_round_trip_keeps_the_errors_and_old_results_load(dumps):
     assert back.options["sampling"] == r.options["sampling"]
     one = CompareResult.from_json(compare(*dumps, max_tokens=10, tokenizer=None).to_json())
     assert all(math.isnan(m.cosine_mean_se) and math.isnan(m.rel_rms_se) for m in one.streams[0].slices)
+    assert any("1 sample compared: its error cannot be estimated" in n for n in one.notes)
+    assert " ±?" in format_summary(one)
     old = compare(*dumps, tokenizer=None).to_dict()
     for stream in old["streams"]:
         for m in stream["slices"]:

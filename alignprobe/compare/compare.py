@@ -120,6 +120,11 @@ def compare(
         comparisons = _measure(
             tr, sv, [p for p in plans if p.width_ok], segments, hidden_size, block_bytes, population
         )
+        if sampled_run and tokens.compared_samples < 2:
+            notes.append(
+                f"sampling: {tokens.compared_samples} sample compared: its error cannot be estimated from the "
+                "spread between samples; compare at least 2 (a larger --max-tokens or --sample)"
+            )
         for comparison in comparisons:
             layout = layouts.get(comparison.serve_stream)
             ok = [layout.slice_ok[m.serve_slice] if layout else False for m in comparison.slices]
