@@ -17,7 +17,7 @@ from alignprobe.compare.pairing import pair_samples
 from alignprobe.compare.result import CompareResult
 from alignprobe.compare.summary import format_summary
 from alignprobe.dump import open_dump
-from tests.compare_helpers import AUX, H, make_samples, write_serve, write_train
+from compare_helpers import AUX, H, make_samples, write_serve, write_train
 
 LENGTHS = [20, 35, 50, 28, 44, 61, 23, 39, 57, 31, 47, 26]
 
