@@ -45,7 +45,7 @@ def parse_layer_list(value: str | None, what: str = "--layers") -> str | list[in
 @click.option("--group-size", default=128, show_default=True, type=int, help="Input columns per scale for int4/int8.")
 @click.option("--limit", default=None, type=int, help="Capture only the first N prompts.")
 @click.option("--shard-tokens", default=16384, show_default=True, type=int,
-              help="Tokens written per shard: the most a crash loses before --resume.")
+              help="Tokens captured between two durable checkpoints: the most a crash loses before --resume.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--trust-remote-code", is_flag=True, help="Run the model directory's own modeling code (Kimi).")

@@ -35,10 +35,14 @@ def create_file(
     streams: dict[str, StreamClaim],
     sample_ids: list[str],
     offsets: np.ndarray,
+    *,
+    preallocated: bool = False,
 ) -> h5py.File:
     """Create a dump with every dataset sized for ``offsets[-1]`` tokens; the caller fills in states.
 
     ``complete`` stays False until the caller sets it, so a file cut short reads as unfinished.
+    ``preallocated``: tokens and streams are contiguous and their space is allocated now (never
+    filled), so each has a fixed file offset that raw writes can target (dump/planned_writer.py).
     """
     num_tokens = int(offsets[-1])
     f = h5py.File(path, "w", libver="latest")
@@ -48,17 +52,27 @@ def create_file(
     f.attrs["complete"] = False
     f.create_dataset("samples/ids", data=np.array(sample_ids, dtype=object), dtype=STR)
     f.create_dataset("samples/offsets", data=np.asarray(offsets, dtype=np.int64))
-    f.create_dataset("tokens", shape=(num_tokens,), dtype=np.int64)
+    f.create_dataset("tokens", shape=(num_tokens,), dtype=np.int64, **_placement(preallocated, None))
     for name, claim in streams.items():
         rows, columns = chunk_shape(claim)
         ds = f.create_dataset(
             f"streams/{name}",
             shape=(num_tokens, claim.width),
             dtype=STORAGE_DTYPE[claim.dtype],
-            chunks=(min(rows, max(1, num_tokens)), columns),
+            **_placement(preallocated, (min(rows, max(1, num_tokens)), columns)),
         )
         write_claim(ds, claim)
     return f
+
+
+def _placement(preallocated: bool, chunks) -> dict:
+    if not preallocated:
+        return {"chunks": chunks}
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_layout(h5py.h5d.CONTIGUOUS)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    return {"dcpl": dcpl}
 
 
 def write_claim(ds: h5py.Dataset, claim: StreamClaim) -> None:

@@ -76,7 +76,7 @@ class DumpWriter:
             self._load_partial()
         else:
             os.makedirs(self.partial_dir)
-            _atomic_write_text(os.path.join(self.partial_dir, MANIFEST), self._manifest())
+            atomic_write_text(os.path.join(self.partial_dir, MANIFEST), self._manifest())
         self._buffer: list[tuple[str, np.ndarray, dict[str, np.ndarray]]] = []
         self._buffered_tokens = 0
         self._pool = concurrent.futures.ThreadPoolExecutor(1) if background else None
@@ -215,7 +215,7 @@ def _merge(shards: list[str], out: str, provenance: Provenance, streams) -> None
         f.attrs["complete"] = True
 
 
-def _atomic_write_text(path: str, text: str) -> None:
+def atomic_write_text(path: str, text: str) -> None:
     with open(path + ".tmp", "w") as fh:
         fh.write(text)
     os.replace(path + ".tmp", path)
