@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import h5py
 import numpy as np
 
-from alignprobe.dump.encoding import is_tensor, to_storage
 from alignprobe.dump.layout import create_file
 from alignprobe.dump.reader import PARTIAL_SUFFIX
 from alignprobe.dump.schema import Provenance, StreamClaim
-from alignprobe.dump.writer import DEFAULT_SHARD_TOKENS, MANIFEST, atomic_write_text
+from alignprobe.dump.writer import DEFAULT_SHARD_TOKENS, MANIFEST, atomic_write_text, claim_partial, stored_sample
 from alignprobe.errors import BadInput
 
 if TYPE_CHECKING:
@@ -69,8 +68,6 @@ class PlannedDumpWriter:
             raise BadInput(f"{self.path}: no samples to capture, so no dump was written")
         if len(set(ids)) != len(ids):
             raise ValueError("sample ids in the plan must be unique")
-        if os.path.exists(self.path) and not overwrite:
-            raise BadInput(f"{self.path}: already exists; choose another path or pass --force to replace it")
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         self._rows = {sid: (int(offsets[i]), int(lengths[i])) for i, sid in enumerate(ids)}
         manifest = json.dumps(
@@ -80,15 +77,11 @@ class PlannedDumpWriter:
         )
         data = os.path.join(self.partial_dir, DATA)
         self.done_ids: set[str] = set()
-        if os.path.isdir(self.partial_dir):
-            if not resume:
-                raise BadInput(
-                    f"{self.partial_dir}/ holds an unfinished capture: pass --resume to continue it, or delete it"
-                )
-            self._check_manifest(manifest)
+        if claim_partial(self.path, manifest, resume=resume, overwrite=overwrite, settings="prompts, streams or layers"):
+            if not os.path.isfile(data):
+                raise BadInput(f"{self.partial_dir}/ has no {DATA}: delete the folder to start over")
             self.done_ids = self._read_journal()
         else:
-            os.makedirs(self.partial_dir)
             with create_file(data, provenance, self.streams, ids, offsets, preallocated=True):
                 pass
             atomic_write_text(os.path.join(self.partial_dir, MANIFEST), manifest)
@@ -113,19 +106,10 @@ class PlannedDumpWriter:
         if sample_id in self.done_ids:
             raise ValueError(f"sample {sample_id!r} was already written")
         first, length = self._rows[sample_id]
-        ids = np.asarray(token_ids.cpu() if is_tensor(token_ids) else token_ids, dtype=np.int64)
-        if ids.shape != (length,):
-            raise ValueError(f"sample {sample_id!r} has {ids.shape} token ids, the plan says ({length},)")
-        if set(states) != set(self.streams):
-            raise ValueError(f"sample {sample_id!r} has streams {sorted(states)}, expected {sorted(self.streams)}")
-        arrays = {"tokens": ids}
-        for name, claim in self.streams.items():
-            s = states[name]
-            if tuple(s.shape) != (length, claim.width):
-                raise ValueError(
-                    f"stream {name!r} of {sample_id!r} has shape {tuple(s.shape)}, expected ({length}, {claim.width})"
-                )
-            arrays[name] = to_storage(s, claim.dtype)
+        if len(token_ids) != length:
+            raise ValueError(f"sample {sample_id!r} has {len(token_ids)} token ids, the plan says {length}")
+        ids, stored = stored_sample(sample_id, token_ids, states, self.streams)
+        arrays = {"tokens": ids, **stored}
         writes = [
             self._pool.submit(os.pwrite, self._fd, memoryview(np.ascontiguousarray(a)).cast("B"),
                               self._places[name][0] + first * self._places[name][1])
@@ -183,20 +167,6 @@ class PlannedDumpWriter:
             self.abandon()
 
     # -- plumbing ------------------------------------------------------------------------------
-
-    def _check_manifest(self, manifest: str) -> None:
-        try:
-            with open(os.path.join(self.partial_dir, MANIFEST)) as fh:
-                before = json.load(fh)
-        except (OSError, ValueError):
-            raise BadInput(f"{self.partial_dir}/ has no readable {MANIFEST}: delete the folder to start over") from None
-        if before != json.loads(manifest):
-            raise BadInput(
-                f"{self.partial_dir}/ was captured with other prompts, streams or layers: resume with the same "
-                "settings, or delete the folder to start over"
-            )
-        if not os.path.isfile(os.path.join(self.partial_dir, DATA)):
-            raise BadInput(f"{self.partial_dir}/ has no {DATA}: delete the folder to start over")
 
     def _read_journal(self) -> set[str]:
         """Ids of the samples made durable; a last line cut off by a crash is dropped from the file."""

@@ -64,19 +64,13 @@ class DumpWriter:
         self.shard_tokens = shard_tokens
         if not self.streams:
             raise ValueError("a dump needs at least one stream")
-        if os.path.exists(self.path) and not overwrite:
-            raise BadInput(f"{self.path}: already exists; choose another path or pass --force to replace it")
         self.done_ids: set[str] = set()
         self._shards: list[str] = []
-        if os.path.isdir(self.partial_dir):
-            if not resume:
-                raise BadInput(
-                    f"{self.partial_dir}/ holds an unfinished capture: pass --resume to continue it, or delete it"
-                )
-            self._load_partial()
+        manifest = json.dumps({n: c.__dict__ for n, c in self.streams.items()}, sort_keys=True, default=list)
+        if claim_partial(self.path, manifest, resume=resume, overwrite=overwrite, settings="streams or layers"):
+            self._load_shards()
         else:
-            os.makedirs(self.partial_dir)
-            atomic_write_text(os.path.join(self.partial_dir, MANIFEST), self._manifest())
+            atomic_write_text(os.path.join(self.partial_dir, MANIFEST), manifest)
         self._buffer: list[tuple[str, np.ndarray, dict[str, np.ndarray]]] = []
         self._buffered_tokens = 0
         self._pool = concurrent.futures.ThreadPoolExecutor(1) if background else None
@@ -89,19 +83,7 @@ class DumpWriter:
         sample_id = str(sample_id)
         if sample_id in self.done_ids:
             raise ValueError(f"sample {sample_id!r} was already written")
-        ids = np.asarray(token_ids.cpu() if is_tensor(token_ids) else token_ids, dtype=np.int64)
-        if ids.ndim != 1:
-            raise ValueError(f"token ids of {sample_id!r} must be 1-D, got shape {ids.shape}")
-        if set(states) != set(self.streams):
-            raise ValueError(f"sample {sample_id!r} has streams {sorted(states)}, expected {sorted(self.streams)}")
-        stored = {}
-        for name, claim in self.streams.items():
-            s = states[name]
-            if tuple(s.shape) != (len(ids), claim.width):
-                raise ValueError(
-                    f"stream {name!r} of {sample_id!r} has shape {tuple(s.shape)}, expected ({len(ids)}, {claim.width})"
-                )
-            stored[name] = to_storage(s, claim.dtype)
+        ids, stored = stored_sample(sample_id, token_ids, states, self.streams)
         self._buffer.append((sample_id, ids, stored))
         self.done_ids.add(sample_id)
         self._buffered_tokens += len(ids)
@@ -153,21 +135,7 @@ class DumpWriter:
 
     # -- resume --------------------------------------------------------------------------------
 
-    def _manifest(self) -> str:
-        return json.dumps({name: claim.__dict__ for name, claim in self.streams.items()}, sort_keys=True, default=list)
-
-    def _load_partial(self) -> None:
-        manifest = os.path.join(self.partial_dir, MANIFEST)
-        try:
-            with open(manifest) as fh:
-                before = json.load(fh)
-        except (OSError, ValueError):
-            raise BadInput(f"{self.partial_dir}/ has no readable {MANIFEST}: delete the folder to start over") from None
-        if before != json.loads(self._manifest()):
-            raise BadInput(
-                f"{self.partial_dir}/ was captured with other streams or layers: resume with the same settings, "
-                "or delete the folder to start over"
-            )
+    def _load_shards(self) -> None:
         for leftover in glob.glob(os.path.join(self.partial_dir, "*.tmp")):
             os.remove(leftover)  # a shard cut off mid-write: never renamed, so never counted
         self._shards = sorted(glob.glob(os.path.join(self.partial_dir, "shard-*.h5")))
@@ -178,6 +146,53 @@ class DumpWriter:
     def _drain(self) -> None:
         while self._pending:
             self._pending.pop(0).result()
+
+
+def claim_partial(path: str, manifest: str, *, resume: bool, overwrite: bool, settings: str) -> bool:
+    """Check ``path`` and its ``.partial/`` folder before a capture; True when resuming one.
+
+    A new capture gets an empty partial folder (the caller writes ``manifest`` into it once the
+    folder is usable); a resumed one must have been started with the same ``manifest``.
+    """
+    partial_dir = path + PARTIAL_SUFFIX
+    if os.path.exists(path) and not overwrite:
+        raise BadInput(f"{path}: already exists; choose another path or pass --force to replace it")
+    if not os.path.isdir(partial_dir):
+        os.makedirs(partial_dir)
+        return False
+    if not resume:
+        raise BadInput(f"{partial_dir}/ holds an unfinished capture: pass --resume to continue it, or delete it")
+    try:
+        with open(os.path.join(partial_dir, MANIFEST)) as fh:
+            before = json.load(fh)
+    except (OSError, ValueError):
+        raise BadInput(f"{partial_dir}/ has no readable {MANIFEST}: delete the folder to start over") from None
+    if before != json.loads(manifest):
+        raise BadInput(
+            f"{partial_dir}/ was captured with other {settings}: resume with the same settings, "
+            "or delete the folder to start over"
+        )
+    return True
+
+
+def stored_sample(
+    sample_id: str, token_ids, states: Mapping[str, "torch.Tensor | np.ndarray"], streams: Mapping[str, StreamClaim]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """A sample's token ids (int64) and its states laid out as stored, after checking every shape."""
+    ids = np.asarray(token_ids.cpu() if is_tensor(token_ids) else token_ids, dtype=np.int64)
+    if ids.ndim != 1:
+        raise ValueError(f"token ids of {sample_id!r} must be 1-D, got shape {ids.shape}")
+    if set(states) != set(streams):
+        raise ValueError(f"sample {sample_id!r} has streams {sorted(states)}, expected {sorted(streams)}")
+    stored = {}
+    for name, claim in streams.items():
+        s = states[name]
+        if tuple(s.shape) != (len(ids), claim.width):
+            raise ValueError(
+                f"stream {name!r} of {sample_id!r} has shape {tuple(s.shape)}, expected ({len(ids)}, {claim.width})"
+            )
+        stored[name] = to_storage(s, claim.dtype)
+    return ids, stored
 
 
 def _write_shard(path: str, provenance: Provenance, streams, buffer) -> None:
