@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from alignprobe.compare.metrics import SliceAccumulator, position_edges, row_health, token_cosine, token_terms
+from alignprobe.compare.kernels.numpy_kernels import token_terms
+from alignprobe.compare.metrics import SliceAccumulator, position_edges, row_health, token_cosine
 
 
 def _pair(n=300, h=48, scale=1.0, noise=0.05, seed=0):

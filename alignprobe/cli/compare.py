@@ -39,8 +39,10 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
 @click.option("--tokenizer", default="auto", show_default=True, metavar="PATH",
               help="Local tokenizer folder to show differing tokens as text ('auto': the model folder in the "
               "dumps' provenance, if local; 'none': never).")
+@click.option("--device", default="cpu", show_default=True, metavar="DEVICE",
+              help="Where the per-row arithmetic runs: cpu (numpy) or a torch device (cuda, cuda:1); same result.")
 def compare(train_dump, serve_dump, train_layer_ids, train_drafter_config, num_layers, json_path, report_dir, policy_file, overrides, strict, sample, max_tokens,
-            mapping_tokens, tokenizer) -> int:
+            mapping_tokens, tokenizer, device) -> int:
     """Compare per layer; name each disagreement with evidence and a fix; exit 0 pass/warn, 1 fail, 2 bad input."""
     if json_path:
         for dump in (train_dump, serve_dump):
@@ -58,7 +60,7 @@ def compare(train_dump, serve_dump, train_layer_ids, train_drafter_config, num_l
         policy = policy.updated(merged)
     result = run_compare(
         train_dump, serve_dump, policy, sample=sample, max_tokens=max_tokens, mapping_tokens=mapping_tokens,
-        tokenizer=None if tokenizer.lower() == "none" else tokenizer,
+        tokenizer=None if tokenizer.lower() == "none" else tokenizer, device=device,
         train_import=_import_options(train_layer_ids, train_drafter_config, num_layers),
         serve_import=_import_options(None, None, num_layers),
     )

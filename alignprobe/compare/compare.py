@@ -21,6 +21,7 @@ from alignprobe.compare.diagnoses import sort_findings
 from alignprobe.compare.diagnoses.layout import Layout, layout_findings, width_findings
 from alignprobe.compare.diagnoses.numeric import numeric_findings
 from alignprobe.compare.diagnoses.tokens import token_findings
+from alignprobe.compare.kernels import Kernels, kernels_for
 from alignprobe.compare.mapping import sample_rows, search_mapping, train_candidates
 from alignprobe.compare.metrics import SliceAccumulator
 from alignprobe.compare.pairing import Segment, pair_samples
@@ -31,7 +32,6 @@ from alignprobe.compare.sampling import Z95, describe, undecided_thresholds
 from alignprobe.compare.diagnoses import finding
 from alignprobe.dump import ROLE_DRAFTER_INPUT, ROLE_FINAL, Dump, open_dump
 from alignprobe.dump.readahead import read_ahead
-from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 from alignprobe.errors import BadInput
 
 DEFAULT_MAPPING_TOKENS = 2048
@@ -52,7 +52,8 @@ def compare(
     max_tokens: int | None = None,
     mapping_tokens: int = DEFAULT_MAPPING_TOKENS,
     tokenizer: Any = "auto",
-    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    block_bytes: int | None = None,
+    device: "str | Kernels" = "cpu",
     train_import: dict | None = None,
     serve_import: dict | None = None,
 ) -> CompareResult:
@@ -70,13 +71,18 @@ def compare(
     ``train``/``serve`` may also be foreign sources (a SpecForge or speculators folder, EAGLE ge_data):
     they are imported on the way, with ``train_import``/``serve_import`` as the options of
     :func:`alignprobe.importers.open_source` (``layer_ids``, ``config``, ``system``, ``num_layers``).
+    ``device``: where the arithmetic over whole rows runs: ``"cpu"`` (numpy, the default) or a torch
+    device (``"cuda"``, ``"cuda:1"``); the result is the same to float rounding. ``block_bytes``:
+    float32 bytes read per streaming block (default: the device's, 8 MB on the CPU, 256 MB on a GPU).
     """
     for name, value in (("sample", sample), ("max_tokens", max_tokens), ("mapping_tokens", mapping_tokens)):
         if value is not None and value < 1:
             raise BadInput(f"{name} must be at least 1, got {value}")
     started = time.perf_counter()
     policy = resolve_policy(policy)
-    with _opened_pair(train, serve, train_import, serve_import) as (tr, sv):
+    kernels = kernels_for(device)
+    block_bytes = block_bytes or kernels.block_bytes
+    with contextlib.closing(kernels), _opened_pair(train, serve, train_import, serve_import) as (tr, sv):
         hidden_size, num_layers = train_geometry(tr)
         notes = [f"train: {n}" for n in tr.notes] + [f"serve: {n}" for n in sv.notes]
         given, load = _tokenizer(tokenizer, tr, sv)
@@ -106,7 +112,7 @@ def compare(
             plan_rows = sampled if rows >= sampled.rows else sample_rows(segments, rows)
             ms = search_mapping(
                 tr, sv, plan.serve_stream, hidden_size, candidates, plan_rows,
-                expected=plan.expected_labels, role=plan.role, tie_cosine=policy.mapping_tie_cosine,
+                expected=plan.expected_labels, role=plan.role, tie_cosine=policy.mapping_tie_cosine, kernels=kernels,
             )
             mappings.append(ms)
             if not plan.width_ok:
@@ -118,7 +124,7 @@ def compare(
         sampled_run = tokens.aligned_tokens < tokens.alignable_tokens
         population = tokens.alignable_samples if sampled_run else None
         comparisons = _measure(
-            tr, sv, [p for p in plans if p.width_ok], segments, hidden_size, block_bytes, population
+            tr, sv, [p for p in plans if p.width_ok], segments, hidden_size, block_bytes, kernels, population
         )
         if sampled_run and tokens.compared_samples < 2:
             notes.append(
@@ -156,6 +162,7 @@ def compare(
                 "mapping_tokens": mapping_tokens,
                 "mapping_sampling": sampled.description,
                 "block_bytes": block_bytes,
+                "device": kernels.name,
                 **({"sampling": describe(tokens.compared_samples, tokens.alignable_samples, tokens.aligned_tokens,
                                          tokens.alignable_tokens)} if sampled_run else {}),
             },
@@ -335,6 +342,7 @@ def _measure(
     segments: list[Segment],
     hidden_size: int,
     block_bytes: int,
+    kernels: Kernels,
     population: int | None = None,
 ) -> list[StreamComparison]:
     """The streaming pass. ``population``: samples the compared ones were chosen from, when rows were
@@ -356,8 +364,11 @@ def _measure(
     H = hidden_size
 
     def read_block(positions: np.ndarray, samples: np.ndarray | None, serve_rows: slice, train_rows: slice):
-        served = {s: serve.read(s, serve_rows.start, serve_rows.stop) for s in serve_streams}
-        trained = {s: train.read(s, train_rows.start, train_rows.stop) for s in train_streams}
+        # Loaded here, in the read-ahead thread: widening (CPU) or the upload (GPU) overlaps the metrics.
+        served = {s: kernels.load(serve.read_raw(s, serve_rows.start, serve_rows.stop), serve.encoding(s))
+                  for s in serve_streams}
+        trained = {s: kernels.load(train.read_raw(s, train_rows.start, train_rows.stop), train.encoding(s))
+                   for s in train_streams}
         return positions, samples, served, trained
 
     def block_reads():
@@ -382,10 +393,13 @@ def _measure(
 
     # The next block is read while this one is measured (benchmarks/compare_throughput.py).
     for pos, samples, served, trained in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
-        for p in pairs:
-            a = trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H]
-            b = served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H]
-            p.acc.update(a, b, pos, samples)
+        terms = kernels.row_terms([
+            (trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H],
+             served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H])
+            for p in pairs
+        ])
+        for p, t in zip(pairs, terms):
+            p.acc.add(t, pos, samples)
     out = []
     for plan in plans:
         sclaim = serve.streams[plan.serve_stream]

@@ -17,6 +17,7 @@ from typing import Iterator
 
 import numpy as np
 
+from alignprobe.compare.kernels import Kernels, kernels_for
 from alignprobe.compare.pairing import Segment
 from alignprobe.compare.result import Candidate, MappingSearch, SliceMatch
 from alignprobe.dump import FINAL_NORM_POST, Dump, StreamClaim
@@ -81,8 +82,9 @@ def sample_rows(segments: list[Segment], tokens: int, windows: int = WINDOWS) ->
     )
 
 
-def _read(dump: Dump, stream: str, ranges, columns: slice | None = None) -> np.ndarray:
-    return np.concatenate([dump.read(stream, a, b, columns) for a, b in ranges])
+def _read(dump: Dump, stream: str, ranges, kernels: Kernels, columns: slice | None = None):
+    raw = np.concatenate([dump.read_raw(stream, a, b, columns) for a, b in ranges])
+    return kernels.load(raw, dump.encoding(stream))
 
 
 GROUP_ROWS = 256  # sampled rows scored at once: one slice of them is ~7 MB at H = 7168
@@ -109,15 +111,6 @@ def _groups(sampled: SampledRows, group_rows: int = GROUP_ROWS) -> Iterator[tupl
         yield t_group, v_group
 
 
-def _unit_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows scaled to unit norm (unusable rows zeroed), which rows are usable, and ||x||^2 per row."""
-    sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
-    valid = np.isfinite(sq) & (sq > 0)
-    scale = np.where(valid, 1.0 / np.sqrt(np.where(valid, sq, 1.0)), 0.0).astype(np.float32)
-    unit = np.where(valid[:, None], x, 0.0).astype(np.float32) * scale[:, None]
-    return unit, valid, np.where(valid, sq, 0.0)
-
-
 def search_mapping(
     train: Dump,
     serve: Dump,
@@ -129,8 +122,11 @@ def search_mapping(
     expected: list[str],
     role: str,
     tie_cosine: float,
+    kernels: Kernels | None = None,
 ) -> MappingSearch:
-    """Score every serve slice of ``serve_stream`` against every candidate; pick the best of each."""
+    """Score every serve slice of ``serve_stream`` against every candidate; pick the best of each
+    (on ``kernels``' device: numpy by default)."""
+    kernels = kernels or kernels_for("cpu")
     claim = serve.streams[serve_stream]
     k = serve.dataset(serve_stream).shape[1] // hidden_size
     n = len(candidates)
@@ -140,20 +136,16 @@ def search_mapping(
     dots, both, serve_sq_sum, train_sq_sum = (np.zeros((k, n)) for _ in range(4))
     group_rows = max(16, min(GROUP_ROWS, GROUP_BYTES // (4 * max(k, 1) * hidden_size)))
     for train_ranges, serve_ranges in _groups(sampled, group_rows) if k else ():
-        block = _read(serve, serve_stream, serve_ranges, slice(0, k * hidden_size))
-        units, valid, sq = zip(*(_unit_rows(block[:, j * hidden_size : (j + 1) * hidden_size]) for j in range(k)))
-        s_units = np.stack(units).reshape(k, -1)
-        s_valid = np.stack(valid).astype(np.float64)
-        s_sq = np.stack(sq)
+        block = _read(serve, serve_stream, serve_ranges, kernels, slice(0, k * hidden_size))
+        units = kernels.serve_units(block, k, hidden_size)
         for c, cand in enumerate(candidates):
             cols = slice(cand.slice * hidden_size, (cand.slice + 1) * hidden_size)
-            u, v, t_sq = _unit_rows(_read(train, cand.stream, train_ranges, cols))
-            v = v.astype(np.float64)
-            dots[:, c] += s_units @ u.ravel()  # sum over rows of per-row cosines
-            both[:, c] += s_valid @ v  # rows usable on both sides, per serve slice
+            sums = kernels.candidate_sums(units, _read(train, cand.stream, train_ranges, kernels, cols))
+            dots[:, c] += sums[0]  # sum over rows of per-row cosines
+            both[:, c] += sums[1]  # rows usable on both sides, per serve slice
             # norm ratio over the rows both sides share (unusable rows carry 0 in *_sq)
-            serve_sq_sum[:, c] += s_sq @ v
-            train_sq_sum[:, c] += s_valid @ t_sq
+            serve_sq_sum[:, c] += sums[2]
+            train_sq_sum[:, c] += sums[3]
     cos = dots / np.maximum(both, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         den = train_sq_sum

@@ -1,8 +1,9 @@
 """Streaming per-slice metrics: feed blocks of aligned rows, read the numbers at the end.
 
-Train is ``a`` (the reference), serve is ``b``. Every reduction runs over whole blocks in numpy
-(products in float32, sums in float64); memory is bounded by the block plus a capped sample of
-per-token cosines kept for the percentiles.
+Train is ``a`` (the reference), serve is ``b``. The work over whole rows is done by a device's
+kernels (compare/kernels/: numpy or torch), which hand over per-row terms; everything here works on
+those per-row arrays. Memory is bounded by the block plus a capped sample of per-token cosines kept
+for the percentiles.
 
 Why several numbers: cosine is blind to scale (a 50x scale error reads as cosine 1.000003 after
 rounding), so the norm ratio ||b||/||a|| and the relative RMS error ||b-a||/||a|| stand beside it.
@@ -14,6 +15,8 @@ import math
 
 import numpy as np
 
+from alignprobe.compare.kernels import RowTerms
+from alignprobe.compare.kernels.numpy_kernels import constant_rows, nonfinite_masks, row_dot, row_terms
 from alignprobe.compare.result import PositionBucket, RowHealth
 from alignprobe.compare.sampling import ratio_se, rel_rms_se
 
@@ -34,52 +37,13 @@ def position_edges(max_position: int) -> np.ndarray:
 def row_health(x: np.ndarray) -> RowHealth:
     """NaN / Inf / all-zero / constant row counts of ``x`` ``[rows, width]``."""
     sq = row_dot(x, x)
-    nan, inf, _ = _nonfinite_masks(x, sq)
-    return _health_counts(x, sq, nan, inf)
+    nan, inf, _ = nonfinite_masks(x, sq)
+    return _health(nan, inf, sq, constant_rows(x, sq, nan | inf))
 
 
-def row_dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Per-row dot products as float64.
-
-    A batched matmul (BLAS, float32 with blocked accumulation: about 1e-7 relative error) is three
-    times faster than a float64 einsum, and every term summed here is a product of one row: the
-    result only feeds ratios, never a difference of two large sums.
-    """
-    with np.errstate(over="ignore", invalid="ignore"):  # overflowed rows are found and redone
-        return np.matmul(x[:, None, :], y[:, :, None])[:, 0, 0].astype(np.float64)
-
-
-def _nonfinite_masks(x: np.ndarray, sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(NaN rows, Inf rows, finite rows whose float32 squares overflowed) from ``sq = row_dot(x, x)``.
-
-    A row's sum of squares is finite when the row is, unless a value is beyond 1.8e19: only the
-    rows with a non-finite sum are examined value by value.
-    """
-    n = len(x)
-    nan, inf, overflow = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
-    suspects = ~np.isfinite(sq)
-    if suspects.any():
-        rows = x[suspects]
-        has_nan = np.isnan(rows).any(axis=1)
-        has_inf = ~has_nan & np.isinf(rows).any(axis=1)
-        nan[suspects], inf[suspects] = has_nan, has_inf
-        overflow[suspects] = ~(has_nan | has_inf)
-    return nan, inf, overflow
-
-
-def _health_counts(x: np.ndarray, sq: np.ndarray, nan: np.ndarray, inf: np.ndarray) -> RowHealth:
-    finite = ~(nan | inf)
-    zero = finite & (sq == 0)  # float64 squares of float32 values never underflow to 0
-    # A row is constant exactly when (sum x)^2 == H * sum x^2 (Cauchy-Schwarz equality): screen
-    # with that, then confirm the few candidates value by value.
-    total = x.sum(axis=1, dtype=np.float32).astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        near = finite & ~zero & (np.abs(total**2 - x.shape[1] * sq) <= 1e-3 * x.shape[1] * sq)
-    constant = 0
-    if near.any():
-        rows = x[near]
-        constant = int(np.count_nonzero(rows.max(axis=1) == rows.min(axis=1)))
-    return RowHealth(len(x), int(nan.sum()), int(inf.sum()), int(zero.sum()), constant)
+def _health(nan: np.ndarray, inf: np.ndarray, sq: np.ndarray, constant: np.ndarray) -> RowHealth:
+    zero = ~(nan | inf) & (sq == 0)  # float64 squares of float32 values never underflow to 0
+    return RowHealth(len(sq), int(nan.sum()), int(inf.sum()), int(zero.sum()), int(constant.sum()))
 
 
 def _add_health(total: RowHealth, part: RowHealth) -> None:
@@ -88,15 +52,6 @@ def _add_health(total: RowHealth, part: RowHealth) -> None:
     total.inf_rows += part.inf_rows
     total.zero_rows += part.zero_rows
     total.constant_rows += part.constant_rows
-
-
-def token_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row: ||a||^2, ||b||^2, ||a-b||^2 in float64 (exact float64 sums: use for small inputs)."""
-    aa = np.einsum("ij,ij->i", a, a, dtype=np.float64)
-    bb = np.einsum("ij,ij->i", b, b, dtype=np.float64)
-    d = a.astype(np.float64) - b
-    dd = np.einsum("ij,ij->i", d, d)
-    return aa, bb, dd
 
 
 def token_cosine(aa: np.ndarray, bb: np.ndarray, dd: np.ndarray) -> np.ndarray:
@@ -141,38 +96,32 @@ class SliceAccumulator:
         self._stride = 1
         self._seen = 0  # finite rows offered to the percentile sample so far
         self._cap = percentile_sample
-        self._scratch: np.ndarray | None = None
 
     def update(self, a: np.ndarray, b: np.ndarray, positions: np.ndarray, samples: np.ndarray | None = None) -> None:
         """Add rows ``a`` (train) and ``b`` (serve), ``[n, H]`` float32, at sample ``positions`` ``[n]``
         of samples numbered ``samples`` ``[n]`` (needed when the accumulator keeps per-sample sums)."""
-        aa, bb = row_dot(a, a), row_dot(b, b)
-        nan_a, inf_a, big_a = _nonfinite_masks(a, aa)
-        nan_b, inf_b, big_b = _nonfinite_masks(b, bb)
-        _add_health(self.train_health, _health_counts(a, aa, nan_a, inf_a))
-        _add_health(self.serve_health, _health_counts(b, bb, nan_b, inf_b))
-        keep = ~(nan_a | inf_a | nan_b | inf_b)
+        self.add(row_terms(a, b), positions, samples)
+
+    def add(self, terms: RowTerms, positions: np.ndarray, samples: np.ndarray | None = None) -> None:
+        """Add the rows whose per-row terms (from any device's kernels) are ``terms``: see :meth:`update`."""
+        _add_health(self.train_health, _health(terms.nan_a, terms.inf_a, terms.aa, terms.const_a))
+        _add_health(self.serve_health, _health(terms.nan_b, terms.inf_b, terms.bb, terms.const_b))
+        aa, bb, dd, dmax = terms.aa, terms.bb, terms.dd, terms.dmax
+        keep = ~(terms.nan_a | terms.inf_a | terms.nan_b | terms.inf_b)
         if not keep.all():
             self.excluded += int(len(keep) - keep.sum())
-            a, b, positions, aa, bb = a[keep], b[keep], positions[keep], aa[keep], bb[keep]
-            big_a, big_b = big_a[keep], big_b[keep]
+            aa, bb, dd, dmax, positions = aa[keep], bb[keep], dd[keep], dmax[keep], positions[keep]
             samples = samples[keep] if samples is not None else None
-        if not len(a):
+        if not len(aa):
             return
-        with np.errstate(over="ignore"):
-            d = np.subtract(a, b, out=self._buffer(a.shape))
-        dd = row_dot(d, d)
-        huge = big_a | big_b | ~np.isfinite(dd)
-        if huge.any():  # values beyond float32 squares: redo those rows in float64
-            aa[huge], bb[huge], dd[huge] = token_terms(a[huge], b[huge])
         cos = token_cosine(aa, bb, dd)
-        self.tokens += len(a)
+        self.tokens += len(aa)
         self.sum_aa += float(aa.sum())
         self.sum_bb += float(bb.sum())
         self.sum_dd += float(dd.sum())
         self.sum_cos += float(cos.sum())
         self.cos_min = min(self.cos_min, float(cos.min()))
-        self.max_abs = max(self.max_abs, float(np.abs(d, out=d).max()))
+        self.max_abs = max(self.max_abs, float(dmax.max()))
         bucket = np.searchsorted(self.edges, positions, side="right") - 1
         nb = len(self.edges)
         self.bucket_tokens += np.bincount(bucket, minlength=nb)
@@ -194,12 +143,6 @@ class SliceAccumulator:
         into[1] += np.bincount(local, weights=cos, minlength=span)
         into[2] += np.bincount(local, weights=aa, minlength=span)
         into[3] += np.bincount(local, weights=dd, minlength=span)
-
-    def _buffer(self, shape: tuple[int, int]) -> np.ndarray:
-        """A reused float32 scratch block: a fresh one per block would cost page faults each time."""
-        if self._scratch is None or self._scratch.size < shape[0] * shape[1]:
-            self._scratch = np.empty(shape[0] * shape[1], dtype=np.float32)
-        return self._scratch[: shape[0] * shape[1]].reshape(shape)
 
     def _keep_sample(self, cos: np.ndarray) -> None:
         first = (-self._seen) % self._stride  # the next kept row continues the global stride

@@ -210,11 +210,14 @@ class Dump:
 
     def read(self, stream: str, start: int, stop: int, columns: slice | None = None) -> np.ndarray:
         """Flat tokens ``[start, stop)`` of a stream, widened to float32 (exactly)."""
+        return from_storage(self.read_raw(stream, start, stop, columns), self._encodings[stream])
+
+    def read_raw(self, stream: str, start: int, stop: int, columns: slice | None = None) -> np.ndarray:
+        """As :meth:`read`, in the stored encoding (:meth:`encoding`: bfloat16 as uint16 bits)."""
         self._claim(stream)
         ds = self._datasets[stream]
         key = (slice(start, stop), columns if columns is not None else slice(None))
-        raw = self._guarded(lambda: ds[key])
-        return from_storage(raw, self._encodings[stream])
+        return self._guarded(lambda: ds[key])
 
     def states(self, sample: int | str, stream: str) -> np.ndarray:
         """All states of one sample, float32 ``[length, width]`` (random access)."""

@@ -12,7 +12,8 @@ import os
 
 import numpy as np
 
-from alignprobe.compare.metrics import token_cosine, token_terms
+from alignprobe.compare.kernels.numpy_kernels import token_terms
+from alignprobe.compare.metrics import token_cosine
 from alignprobe.compare.result import CompareResult, StreamComparison
 from alignprobe.dump import Dump, open_dump
 from alignprobe.errors import BadInput

@@ -1,0 +1,141 @@
+"""The comparer's kernels in numpy: products in float32 (BLAS), sums in float64.
+
+The pairs of a block are measured in parallel threads: numpy releases the GIL in its loops and
+BLAS calls, and a block holds several independent pairs (three aux slices and the final state, at
+least), so a many-core machine keeps up with the disk (benchmarks/compare_throughput.py).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+from typing import Sequence
+
+import numpy as np
+
+from alignprobe.compare.kernels import RowTerms
+from alignprobe.dump.encoding import from_storage
+from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
+
+MAX_THREADS = 8
+
+
+class NumpyKernels:
+    name = "cpu"
+    block_bytes = DEFAULT_BLOCK_BYTES
+
+    def __init__(self, threads: int | None = None):
+        self.threads = threads or min(MAX_THREADS, os.cpu_count() or 1)
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def load(self, raw: np.ndarray, encoding: str) -> np.ndarray:
+        return from_storage(raw, encoding)
+
+    def row_terms(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[RowTerms]:
+        if len(pairs) < 2 or self.threads < 2:
+            return [row_terms(a, b) for a, b in pairs]
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="alignprobe-metrics")
+        return list(self._pool.map(lambda ab: row_terms(*ab), pairs))
+
+    def serve_units(self, block: np.ndarray, k: int, hidden_size: int):
+        units, valid, sq = zip(*(unit_rows(block[:, j * hidden_size : (j + 1) * hidden_size]) for j in range(k)))
+        return np.stack(units).reshape(k, -1), np.stack(valid).astype(np.float64), np.stack(sq)
+
+    def candidate_sums(self, serve, train_slice: np.ndarray) -> np.ndarray:
+        s_units, s_valid, s_sq = serve
+        u, v, t_sq = unit_rows(train_slice)
+        v = v.astype(np.float64)
+        return np.stack([s_units @ u.ravel(), s_valid @ v, s_sq @ v, s_valid @ t_sq])
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+def row_terms(a: np.ndarray, b: np.ndarray) -> RowTerms:
+    """:class:`RowTerms` of float32 rows ``a``, ``b`` ``[n, H]``."""
+    aa, bb = row_dot(a, a), row_dot(b, b)
+    nan_a, inf_a, big_a = nonfinite_masks(a, aa)
+    nan_b, inf_b, big_b = nonfinite_masks(b, bb)
+    with np.errstate(all="ignore"):  # rows with NaN / Inf / overflow are flagged, and redone or dropped
+        d = np.subtract(a, b)
+        dd = row_dot(d, d)
+        dmax = np.abs(d, out=d).max(axis=1).astype(np.float64)
+    finite = ~(nan_a | inf_a | nan_b | inf_b)
+    huge = finite & (big_a | big_b | ~np.isfinite(dd))
+    if huge.any():  # values beyond float32 squares: redo those rows in float64
+        wide_a, wide_b = a[huge].astype(np.float64), b[huge].astype(np.float64)
+        aa[huge], bb[huge], dd[huge] = token_terms(wide_a, wide_b)
+        dmax[huge] = np.abs(wide_a - wide_b).max(axis=1)
+    return RowTerms(
+        aa, bb, dd, dmax,
+        nan_a, inf_a, constant_rows(a, aa, nan_a | inf_a),
+        nan_b, inf_b, constant_rows(b, bb, nan_b | inf_b),
+    )
+
+
+def row_dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-row dot products as float64.
+
+    A batched matmul (BLAS, float32 with blocked accumulation: about 1e-7 relative error) is three
+    times faster than a float64 einsum, and every term summed here is a product of one row: the
+    result only feeds ratios, never a difference of two large sums.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # overflowed rows are found and redone
+        return np.matmul(x[:, None, :], y[:, :, None])[:, 0, 0].astype(np.float64)
+
+
+def nonfinite_masks(x: np.ndarray, sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(NaN rows, Inf rows, finite rows whose float32 squares overflowed) from ``sq = row_dot(x, x)``.
+
+    A row's sum of squares is finite when the row is, unless a value is beyond 1.8e19: only the
+    rows with a non-finite sum are examined value by value.
+    """
+    n = len(x)
+    nan, inf, overflow = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    suspects = ~np.isfinite(sq)
+    if suspects.any():
+        rows = x[suspects]
+        has_nan = np.isnan(rows).any(axis=1)
+        has_inf = ~has_nan & np.isinf(rows).any(axis=1)
+        nan[suspects], inf[suspects] = has_nan, has_inf
+        overflow[suspects] = ~(has_nan | has_inf)
+    return nan, inf, overflow
+
+
+# Columns a constant row must agree on before it is checked whole: real hidden states almost never
+# repeat one value at these four places, so the screen is four strided reads instead of a pass.
+def _screen_columns(width: int) -> list[int]:
+    return sorted({0, 1, width // 2, width - 1})
+
+
+def constant_rows(x: np.ndarray, sq: np.ndarray, nonfinite: np.ndarray) -> np.ndarray:
+    """Finite rows, not all zero, whose values are all equal (screened on a few columns, then confirmed)."""
+    candidates = ~nonfinite & (sq > 0)
+    for col in _screen_columns(x.shape[1])[1:]:
+        candidates &= x[:, col] == x[:, 0]
+    constant = np.zeros(len(x), bool)
+    if candidates.any():
+        rows = x[candidates]
+        constant[candidates] = (rows == rows[:, :1]).all(axis=1)
+    return constant
+
+
+def token_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: ||a||^2, ||b||^2, ||a-b||^2 in float64 (exact float64 sums: use for small inputs)."""
+    aa = np.einsum("ij,ij->i", a, a, dtype=np.float64)
+    bb = np.einsum("ij,ij->i", b, b, dtype=np.float64)
+    d = a.astype(np.float64) - b
+    dd = np.einsum("ij,ij->i", d, d)
+    return aa, bb, dd
+
+
+def unit_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows scaled to unit norm (unusable rows zeroed), which rows are usable, and ||x||^2 per row."""
+    sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
+    valid = np.isfinite(sq) & (sq > 0)
+    scale = np.where(valid, 1.0 / np.sqrt(np.where(valid, sq, 1.0)), 0.0).astype(np.float32)
+    unit = np.where(valid[:, None], x, 0.0).astype(np.float32) * scale[:, None]
+    return unit, valid, np.where(valid, sq, 0.0)
