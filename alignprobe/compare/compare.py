@@ -22,7 +22,7 @@ from alignprobe.compare.diagnoses.layout import Layout, layout_findings, width_f
 from alignprobe.compare.diagnoses.numeric import numeric_findings
 from alignprobe.compare.diagnoses.tokens import token_findings
 from alignprobe.compare.kernels import Kernels, kernels_for
-from alignprobe.compare.mapping import sample_rows, search_mapping, train_candidates
+from alignprobe.compare.mapping import MappingRequest, sample_rows, search_mappings, train_candidates
 from alignprobe.compare.metrics import SliceAccumulator
 from alignprobe.compare.pairing import Segment, pair_samples
 from alignprobe.compare.plan import StreamPlan, plan_streams, train_geometry
@@ -98,22 +98,16 @@ def compare(
             )
         mappings, layouts = [], {}
         sampled = sample_rows(segments, mapping_tokens)
-        candidates = train_candidates(tr)
+        searches = _search_mappings(tr, sv, plans, segments, sampled, hidden_size, policy, kernels)
         for plan in plans:
             if plan.num_slices == 0:
                 findings.append(_not_sliceable(sv, plan, hidden_size, policy))
                 continue
-            if not sampled.rows:
+            if plan.serve_stream not in searches:  # no aligned rows to search on
                 if not plan.width_ok:
                     findings.append(_width_unmeasured(sv, plan, hidden_size, policy))
                 continue
-            # Its work grows with slices x candidates x rows: a very wide stream gets fewer rows.
-            rows = max(MIN_MAPPING_ROWS, MAPPING_BYTES // (4 * hidden_size * plan.num_slices))
-            plan_rows = sampled if rows >= sampled.rows else sample_rows(segments, rows)
-            ms = search_mapping(
-                tr, sv, plan.serve_stream, hidden_size, candidates, plan_rows,
-                expected=plan.expected_labels, role=plan.role, tie_cosine=policy.mapping_tie_cosine, kernels=kernels,
-            )
+            ms = searches[plan.serve_stream]
             mappings.append(ms)
             if not plan.width_ok:
                 findings += width_findings(ms, plan.expected_labels, hidden_size, num_layers, policy)
@@ -169,6 +163,30 @@ def compare(
             notes=notes,
             elapsed_s=time.perf_counter() - started,
         )
+
+
+def _search_mappings(train, serve, plans, segments, sampled, hidden_size, policy, kernels) -> dict:
+    """The mapping search of every sliceable serve stream, by name. Streams searched on the same rows
+    are searched together (each candidate read once for all of them); a very wide stream gets fewer
+    rows, since its work grows with slices x candidates x rows."""
+    if not sampled.rows:
+        return {}
+    candidates = train_candidates(train)
+    by_rows: dict[int, list[StreamPlan]] = {}
+    for plan in plans:
+        if plan.num_slices:
+            rows = max(MIN_MAPPING_ROWS, MAPPING_BYTES // (4 * hidden_size * plan.num_slices))
+            by_rows.setdefault(min(rows, sampled.rows), []).append(plan)
+    out = {}
+    for rows, group in by_rows.items():
+        requests = [MappingRequest(p.serve_stream, p.expected_labels, p.role) for p in group]
+        rows_used = sampled if rows >= sampled.rows else sample_rows(segments, rows)
+        found = search_mappings(
+            train, serve, requests, hidden_size, candidates, rows_used, tie_cosine=policy.mapping_tie_cosine,
+            kernels=kernels,
+        )
+        out.update({ms.serve_stream: ms for ms in found})
+    return out
 
 
 def _undecided_notes(comparison: StreamComparison, slice_ok: list[bool], policy: Policy) -> list[str]:

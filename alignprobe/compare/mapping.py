@@ -111,56 +111,77 @@ def _groups(sampled: SampledRows, group_rows: int = GROUP_ROWS) -> Iterator[tupl
         yield t_group, v_group
 
 
-def search_mapping(
+@dataclasses.dataclass
+class MappingRequest:
+    """One serve stream to search: what the training side expects of it, and its role."""
+
+    serve_stream: str
+    expected: list[str]
+    role: str
+
+
+def search_mappings(
     train: Dump,
     serve: Dump,
-    serve_stream: str,
+    requests: list[MappingRequest],
     hidden_size: int,
     candidates: list[Candidate],
     sampled: SampledRows,
     *,
-    expected: list[str],
-    role: str,
     tie_cosine: float,
     kernels: Kernels | None = None,
-) -> MappingSearch:
-    """Score every serve slice of ``serve_stream`` against every candidate; pick the best of each
-    (on ``kernels``' device: numpy by default)."""
+) -> list[MappingSearch]:
+    """Score every serve slice of each requested stream against every candidate; pick the best of each.
+
+    The streams are searched together, so each candidate's rows are read and normalised once for all
+    of them (on ``kernels``' device: numpy by default).
+    """
     kernels = kernels or kernels_for("cpu")
-    claim = serve.streams[serve_stream]
-    k = serve.dataset(serve_stream).shape[1] // hidden_size
+    widths = [serve.dataset(r.serve_stream).shape[1] // hidden_size for r in requests]
     n = len(candidates)
     # Sums over the sampled rows, accumulated a group of windows at a time: arrays of a few MB that
     # stay in cache, instead of every sampled row of every slice at once (hundreds of MB, page-faulted
     # fresh for each candidate: most of compare's time before, see benchmarks/compare_throughput.py).
-    dots, both, serve_sq_sum, train_sq_sum = (np.zeros((k, n)) for _ in range(4))
-    group_rows = max(16, min(GROUP_ROWS, GROUP_BYTES // (4 * max(k, 1) * hidden_size)))
-    for train_ranges, serve_ranges in _groups(sampled, group_rows) if k else ():
-        block = _read(serve, serve_stream, serve_ranges, kernels, slice(0, k * hidden_size))
-        units = kernels.serve_units(block, k, hidden_size)
+    sums = [np.zeros((4, k, n)) for k in widths]  # cosine sum, rows both usable, serve / train ||x||^2
+    searched = [(r, k, acc) for r, k, acc in zip(requests, widths, sums) if k]
+    group_rows = max(16, min(GROUP_ROWS, GROUP_BYTES // (4 * max(1, sum(widths)) * hidden_size)))
+    for train_ranges, serve_ranges in _groups(sampled, group_rows) if searched else ():
+        units = [
+            kernels.serve_units(
+                _read(serve, r.serve_stream, serve_ranges, kernels, slice(0, k * hidden_size)), k, hidden_size
+            )
+            for r, k, _ in searched
+        ]
         for c, cand in enumerate(candidates):
             cols = slice(cand.slice * hidden_size, (cand.slice + 1) * hidden_size)
-            sums = kernels.candidate_sums(units, _read(train, cand.stream, train_ranges, kernels, cols))
-            dots[:, c] += sums[0]  # sum over rows of per-row cosines
-            both[:, c] += sums[1]  # rows usable on both sides, per serve slice
-            # norm ratio over the rows both sides share (unusable rows carry 0 in *_sq)
-            serve_sq_sum[:, c] += sums[2]
-            train_sq_sum[:, c] += sums[3]
+            train_slice = kernels.train_units(_read(train, cand.stream, train_ranges, kernels, cols))
+            for (_, _, acc), serve_units in zip(searched, units):
+                acc[:, :, c] += kernels.candidate_sums(serve_units, train_slice)
+    return [
+        _mapping(serve, r, k, acc, hidden_size, candidates, sampled, tie_cosine)
+        for r, k, acc in zip(requests, widths, sums)
+    ]
+
+
+def _mapping(serve: Dump, request: MappingRequest, k: int, sums: np.ndarray, hidden_size: int,
+             candidates: list[Candidate], sampled: SampledRows, tie_cosine: float) -> MappingSearch:
+    dots, both, serve_sq_sum, train_sq_sum = sums
     cos = dots / np.maximum(both, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         den = train_sq_sum
         ratio = np.where(den > 0, np.sqrt(serve_sq_sum / np.where(den > 0, den, 1.0)), math.inf)
     matches = [_best(j, cos[j], ratio[j], candidates, tie_cosine) for j in range(k)]
+    claim = serve.streams[request.serve_stream]
     claimed = [claim.slice_label(j) for j in range(len(claim.hf_indices))] if claim.width == k * hidden_size else []
     return MappingSearch(
-        serve_stream=serve_stream,
-        role=role,
+        serve_stream=request.serve_stream,
+        role=request.role,
         serve_labels=claimed or [f"slice {j}" for j in range(k)],
         candidates=candidates,
         cosine=cos.tolist(),
         norm_ratio=ratio.tolist(),
         matches=matches,
-        expected=expected,
+        expected=request.expected,
         claimed=claimed,
         tokens_sampled=sampled.rows,
         sampling=sampled.description,

@@ -56,8 +56,11 @@ class Kernels(Protocol):
     def serve_units(self, block: Any, k: int, hidden_size: int) -> Any:
         """The serve side of the mapping search for one group of rows (``k`` slices of ``block``)."""
 
-    def candidate_sums(self, serve: Any, train_slice: Any) -> np.ndarray:
-        """``[4, k]``: per serve slice, the sum over rows of the cosine with ``train_slice``, rows valid
+    def train_units(self, train_slice: Any) -> Any:
+        """The train side of the mapping search: one candidate slice ``[rows, H]`` of a group."""
+
+    def candidate_sums(self, serve: Any, train: Any) -> np.ndarray:
+        """``[4, k]``: per serve slice, the sum over rows of the cosine with the candidate, rows valid
         on both sides, serve ||x||^2 and train ||x||^2 over those rows."""
 
     def close(self) -> None: ...

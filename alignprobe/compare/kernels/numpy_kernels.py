@@ -42,11 +42,13 @@ class NumpyKernels:
         units, valid, sq = zip(*(unit_rows(block[:, j * hidden_size : (j + 1) * hidden_size]) for j in range(k)))
         return np.stack(units).reshape(k, -1), np.stack(valid).astype(np.float64), np.stack(sq)
 
-    def candidate_sums(self, serve, train_slice: np.ndarray) -> np.ndarray:
-        s_units, s_valid, s_sq = serve
-        u, v, t_sq = unit_rows(train_slice)
-        v = v.astype(np.float64)
-        return np.stack([s_units @ u.ravel(), s_valid @ v, s_sq @ v, s_valid @ t_sq])
+    def train_units(self, train_slice: np.ndarray):
+        unit, valid, sq = unit_rows(train_slice)
+        return unit.ravel(), valid.astype(np.float64), sq
+
+    def candidate_sums(self, serve, train) -> np.ndarray:
+        (s_units, s_valid, s_sq), (u, v, t_sq) = serve, train
+        return np.stack([s_units @ u, s_valid @ v, s_sq @ v, s_valid @ t_sq])
 
     def close(self) -> None:
         if self._pool is not None:
@@ -134,8 +136,10 @@ def token_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 
 def unit_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows scaled to unit norm (unusable rows zeroed), which rows are usable, and ||x||^2 per row."""
-    sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
+    sq = row_dot(x, x)
     valid = np.isfinite(sq) & (sq > 0)
+    if not valid.all():  # NaN * 0 is NaN: zero the unusable rows themselves (the rare, slower path)
+        x = np.where(valid[:, None], x, np.float32(0))
+        sq = np.where(valid, sq, 0.0)
     scale = np.where(valid, 1.0 / np.sqrt(np.where(valid, sq, 1.0)), 0.0).astype(np.float32)
-    unit = np.where(valid[:, None], x, 0.0).astype(np.float32) * scale[:, None]
-    return unit, valid, np.where(valid, sq, 0.0)
+    return x * scale[:, None], valid, sq

@@ -71,11 +71,13 @@ class TorchKernels:
         torch = self._torch
         return torch.stack(units).reshape(k, -1), torch.stack(valid), torch.stack(sq)
 
-    def candidate_sums(self, serve, train_slice) -> np.ndarray:
-        s_units, s_valid, s_sq = serve
-        u, v, t_sq = _unit_rows(train_slice)
-        torch = self._torch
-        return torch.stack([s_units @ u.reshape(-1), s_valid @ v, s_sq @ v, s_valid @ t_sq]).cpu().numpy()
+    def train_units(self, train_slice):
+        unit, valid, sq = _unit_rows(train_slice)
+        return unit.reshape(-1), valid, sq
+
+    def candidate_sums(self, serve, train) -> np.ndarray:
+        (s_units, s_valid, s_sq), (u, v, t_sq) = serve, train
+        return self._torch.stack([s_units @ u, s_valid @ v, s_sq @ v, s_valid @ t_sq]).cpu().numpy()
 
     def close(self) -> None:
         pass
