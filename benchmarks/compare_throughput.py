@@ -5,9 +5,13 @@ streams ``final`` 7168 wide and ``eagle3_aux`` 21504 wide) and measures, each in
 with the files evicted from the page cache before each run (``--cache warm`` to read from memory):
 
   raw      h5py read_direct of every stream compare reads, chunk-aligned 8 MB blocks, no conversion
-  library  ``alignprobe.compare.compare(train, serve)``
+  library  ``alignprobe.compare.compare(train, serve)`` (numpy, a block's slice pairs in parallel threads)
   lib_seq  the same with read-ahead off (READ_AHEAD_BLOCKS = 0): reading and measuring in turn
+  lib_1t   the same with one metrics thread (numpy_kernels.MAX_THREADS = 1)
+  cuda     ``compare(train, serve, device="cuda")``: bits uploaded and measured on the GPU
   cli      ``alignprobe compare --train-dump ... --serve-dump ... --json ...``
+
+(``--variants`` picks which; raw always runs)
 
 and prints throughput (stored bytes of both dumps / seconds), the ratio to raw, and peak RSS.
 
@@ -25,6 +29,7 @@ and the standard error the sampled run reports); ``--sampling`` runs only that l
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -60,9 +65,11 @@ import json, sys, time
 import alignprobe.compare
 from benchmarks._measure import peak_rss_mb
 kwargs = json.loads(sys.argv[3])
-if len(sys.argv) > 4:  # read-ahead depth (0: read and compute in turn)
+if len(sys.argv) > 4:  # module settings to change first: {"module:NAME": value}
     import importlib
-    importlib.import_module("alignprobe.compare.compare").READ_AHEAD_BLOCKS = int(sys.argv[4])
+    for key, value in json.loads(sys.argv[4]).items():
+        module, name = key.split(":")
+        setattr(importlib.import_module(module), name, value)
 t0 = time.perf_counter()
 result = alignprobe.compare.compare(sys.argv[1], sys.argv[2], **kwargs)
 seconds = time.perf_counter() - t0
@@ -90,25 +97,33 @@ def _prepare(paths: list[str], cache: str) -> None:
         (evict_from_page_cache if cache == "cold" else warm_page_cache)(p)
 
 
-def throughput(sizes: list[float], folder: str, cache: str, repeats: int, cli: bool) -> None:
+VARIANTS = {  # name: (compare() keyword arguments, module settings)
+    "library": ({}, {}),
+    "lib_seq": ({}, {"alignprobe.compare.compare:READ_AHEAD_BLOCKS": 0}),
+    "lib_1t": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 1}),
+    "cuda": ({"device": "cuda"}, {}),
+}
+
+
+def throughput(sizes: list[float], folder: str, cache: str, repeats: int, variants: list[str]) -> None:
     print(f"{'GB/dump':>7s} {'reader':8s} {'seconds':>8s} {'GB/s':>6s} {'vs raw':>7s} {'peak RSS':>9s}")
     for gb in sizes:
         train, serve = os.path.join(folder, f"train-{gb:g}.h5"), os.path.join(folder, f"serve-{gb:g}.h5")
         facts = write_pair(train, serve, tokens_for(gb))
         total_bytes = None
-        runs: dict[str, list[dict]] = {"raw": [], "library": [], "lib_seq": []} | ({"cli": []} if cli else {})
+        runs: dict[str, list[dict]] = {"raw": []} | {v: [] for v in variants}
         for _ in range(repeats):
             _prepare([train, serve], cache)
             raw = run_child(RAW_CHILD, train, serve)
             total_bytes = raw["bytes"]
             runs["raw"].append(raw)
-            _prepare([train, serve], cache)
-            runs["library"].append(run_child(LIBRARY_CHILD, train, serve, "{}"))
-            _prepare([train, serve], cache)
-            runs["lib_seq"].append(run_child(LIBRARY_CHILD, train, serve, "{}", "0"))
-            if cli:
+            for name in variants:
                 _prepare([train, serve], cache)
-                runs["cli"].append(run_child(CLI_CHILD, train, serve, os.path.join(folder, "result.json")))
+                if name == "cli":
+                    runs["cli"].append(run_child(CLI_CHILD, train, serve, os.path.join(folder, "result.json")))
+                else:
+                    kwargs, settings = VARIANTS[name]
+                    runs[name].append(run_child(LIBRARY_CHILD, train, serve, json.dumps(kwargs), json.dumps(settings)))
         best = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
         raw_rate = total_bytes / best["raw"]["seconds"]
         for name, r in best.items():
@@ -120,12 +135,13 @@ def throughput(sizes: list[float], folder: str, cache: str, repeats: int, cli: b
             os.remove(p)
 
 
-def mapping_cost(gigabytes: float, folder: str, cache: str) -> None:
+def mapping_cost(gigabytes: float, folder: str, cache: str, devices: list[str]) -> None:
     import time
 
     import numpy as np
 
-    from alignprobe.compare.mapping import sample_rows, search_mapping, train_candidates
+    from alignprobe.compare.kernels import kernels_for
+    from alignprobe.compare.mapping import MappingRequest, sample_rows, search_mappings, train_candidates
     from alignprobe.compare.pairing import pair_samples
     from alignprobe.dump import open_dump
 
@@ -136,21 +152,28 @@ def mapping_cost(gigabytes: float, folder: str, cache: str) -> None:
     with open_dump(train) as tr, open_dump(serve) as sv:
         _, segments = pair_samples(tr, sv)
         candidates = train_candidates(tr)
-        results = {}
-        print(f"\nmapping search of eagle3_aux (k=3) against {len(candidates)} train slices, {cache} cache")
-        print(f"{'rows':>8s} {'seconds':>8s} {'max |cos - cos_all|':>20s} {'same match':>10s}")
         sizes = [n for n in (256, 512, 1024, 2048, 4096) if n < facts["tokens"]] + [facts["tokens"]]
-        for rows in reversed(sizes):  # all rows first: the reference
-            _prepare([train, serve], cache)
-            sampled = sample_rows(segments, rows)
-            t0 = time.perf_counter()
-            ms = search_mapping(tr, sv, "eagle3_aux", 7168, candidates, sampled, expected=[], role="drafter_input",
-                                tie_cosine=1e-4)
-            results[rows] = (time.perf_counter() - t0, np.array(ms.cosine), [m.best_label for m in ms.matches], sampled.rows)
-        ref = results[facts["tokens"]]
-        for rows in sizes:
-            seconds, cos, labels, used = results[rows]
-            print(f"{used:8d} {seconds:8.2f} {np.abs(cos - ref[1]).max():20.2e} {str(labels == ref[2]):>10s}  {labels}")
+        reference = None
+        for device in devices:
+            kernels = kernels_for(device)
+            results = {}
+            print(f"\nmapping search of eagle3_aux (k=3) against {len(candidates)} train slices, {cache} cache, "
+                  f"device {kernels.name}")
+            print(f"{'rows':>8s} {'seconds':>8s} {'max |cos - cos_all|':>20s} {'same match':>10s}")
+            for rows in reversed(sizes):  # all rows first: the reference
+                _prepare([train, serve], cache)
+                sampled = sample_rows(segments, rows)
+                t0 = time.perf_counter()
+                (ms,) = search_mappings(tr, sv, [MappingRequest("eagle3_aux", [], "drafter_input")], 7168, candidates,
+                                        sampled, tie_cosine=1e-4, kernels=kernels)
+                results[rows] = (time.perf_counter() - t0, np.array(ms.cosine), [m.best_label for m in ms.matches],
+                                 sampled.rows)
+            kernels.close()
+            reference = reference or results[facts["tokens"]]  # the first device's search on all rows
+            for rows in sizes:
+                seconds, cos, labels, used = results[rows]
+                print(f"{used:8d} {seconds:8.2f} {np.abs(cos - reference[1]).max():20.2e} "
+                      f"{str(labels == reference[2]):>10s}  {labels}")
 
     os.remove(train)
     os.remove(serve)
@@ -205,8 +228,10 @@ def main() -> None:
     p.add_argument("--dir", default=None)
     p.add_argument("--cache", choices=["cold", "warm"], default="cold")
     p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--no-cli", action="store_true")
+    p.add_argument("--variants", default="library,lib_seq,lib_1t,cli",
+                   help=f"comma separated, of {', '.join([*VARIANTS, 'cli'])} (raw always runs)")
     p.add_argument("--mapping", action="store_true", help="measure the mapping search and token sampling instead")
+    p.add_argument("--devices", default="cpu", help="--mapping: devices to search on, e.g. cpu,cuda")
     p.add_argument("--mapping-gb", type=float, default=2.0, help="size of the all-layers train dump")
     p.add_argument("--sampling", action="store_true",
                    help="measure only --max-tokens / --sample against the full compare, with the reported error")
@@ -218,9 +243,9 @@ def main() -> None:
         if args.sampling:
             sampling_error(args.sampling_gb, folder, args.cache)
         elif args.mapping:
-            mapping_cost(args.mapping_gb, folder, args.cache)
+            mapping_cost(args.mapping_gb, folder, args.cache, args.devices.split(","))
         else:
-            throughput([float(s) for s in args.sizes.split(",")], folder, args.cache, args.repeats, not args.no_cli)
+            throughput([float(s) for s in args.sizes.split(",")], folder, args.cache, args.repeats, args.variants.split(","))
     finally:
         if not args.dir:
             shutil.rmtree(folder, ignore_errors=True)

@@ -1,19 +1,16 @@
-"""The comparer's two kernels on the CPU (the code compare runs) and on a GPU (torch), same data.
+"""The comparer's kernels (alignprobe/compare/kernels/) on the CPU (numpy) and on a GPU (torch), same data.
 
-The comparer has no ``--device`` option yet, so this measures what one would buy:
+  slice metrics   load the stored bf16 bits of one (train slice, serve slice) pair [R, H], take the
+                  per-row terms and feed a SliceAccumulator, in compare's blocks (8 MB of float32 on
+                  the CPU, 256 MB on the GPU): NumpyKernels vs TorchKernels("cuda")
+  mapping search  k = 3 serve slices against 62 candidate train slices on R sampled rows, in
+                  compare's groups of 256 rows: serve_units / train_units / candidate_sums
+  end to end      ``compare(train, serve, device=...)`` of a dump pair read from the page cache
+                  (warm: what the arithmetic costs; compare_throughput.py measures it from the disk)
 
-  slice metrics   per-row ||a||^2, ||b||^2, ||a-b||^2, cosine and the sums compare keeps, for one
-                  (train slice, serve slice) pair of bf16 rows [R, H]:
-                  cpu = alignprobe.compare.metrics.SliceAccumulator.update after the dump's
-                  bf16 widening; gpu = pinned host -> device copy of the bf16 bits, then the same
-                  sums in float32 products / float64 totals
-  mapping search  the per-row cosine of k = 3 serve slices against 62 train slices, averaged over
-                  R sampled rows (62 x 3 dot products of H per row): cpu = numpy as in
-                  compare.mapping (unit rows, one GEMV per candidate); gpu = one batched matmul
+Throughput counts the stored bf16 bytes that go in. Run on the GPU machine:
 
-Throughput counts the bf16 bytes that go in. Run on the GPU machine:
-
-    python benchmarks/gpu_compare.py --rows 8192
+    python benchmarks/gpu_compare.py --rows 65536 --e2e-gb 2
 """
 
 from __future__ import annotations
@@ -21,16 +18,21 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from alignprobe.compare import compare  # noqa: E402
+from alignprobe.compare.kernels import kernels_for  # noqa: E402
 from alignprobe.compare.metrics import SliceAccumulator  # noqa: E402
-from alignprobe.dump.encoding import from_storage  # noqa: E402
+from benchmarks._dumps import tokens_for, write_pair  # noqa: E402
+from benchmarks._measure import warm_page_cache  # noqa: E402
 
 H = 7168
+BITS = "bfloat16-bits"
 
 
 def bf16_bits(rows: int, width: int, seed: int) -> np.ndarray:
@@ -38,99 +40,83 @@ def bf16_bits(rows: int, width: int, seed: int) -> np.ndarray:
     return x.bfloat16().view(torch.int16).numpy().view(np.uint16)
 
 
-def best_of(fn, repeats: int) -> float:
-    fn()  # warm-up
+def best_of(fn, repeats: int) -> tuple[float, object]:
+    out = fn()  # warm-up
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        fn()
+        out = fn()
         times.append(time.perf_counter() - t0)
-    return min(times)
+    return min(times), out
 
 
-def slice_metrics_cpu(a_bits, b_bits) -> None:
+def slice_metrics(kernels, a_bits, b_bits) -> SliceAccumulator:
     acc = SliceAccumulator(max_position=len(a_bits))
-    step = max(1, (8 << 20) // (4 * H))  # compare's block of about 8 MB
+    step = max(1, kernels.block_bytes // (4 * 2 * H))
     positions = np.arange(len(a_bits))
     for s in range(0, len(a_bits), step):
-        acc.update(from_storage(a_bits[s : s + step], "bfloat16-bits"), from_storage(b_bits[s : s + step], "bfloat16-bits"),
-                   positions[s : s + step])
+        a, b = kernels.load(a_bits[s : s + step], BITS), kernels.load(b_bits[s : s + step], BITS)
+        (terms,) = kernels.row_terms([(a, b)])
+        acc.add(terms, positions[s : s + step])
+    return acc
 
 
-def slice_metrics_gpu(a_host, b_host) -> torch.Tensor:
-    a = a_host.to("cuda", non_blocking=True).view(torch.bfloat16).float()
-    b = b_host.to("cuda", non_blocking=True).view(torch.bfloat16).float()
-    aa = (a * a).sum(1, dtype=torch.float64)
-    bb = (b * b).sum(1, dtype=torch.float64)
-    d = a - b
-    dd = (d * d).sum(1, dtype=torch.float64)
-    na, nb = aa.sqrt(), bb.sqrt()
-    cos = 1 - (dd - (na - nb) ** 2) / (2 * na * nb)
-    out = torch.stack([aa.sum(), bb.sum(), dd.sum(), cos.sum(), cos.min(), d.abs().max().double()])
-    return out.cpu()
-
-
-def mapping_cpu(serve_bits, train_bits, k: int, n: int) -> np.ndarray:
-    def units(bits):
-        x = from_storage(bits, "bfloat16-bits")
-        sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
-        return x * (1 / np.sqrt(sq)).astype(np.float32)[:, None]
-
-    cos = np.zeros((k, n))
-    group = 256
-    for s in range(0, len(serve_bits), group):
-        su = np.stack([units(serve_bits[s : s + group, j * H : (j + 1) * H]) for j in range(k)]).reshape(k, -1)
+def mapping(kernels, s_bits, t_bits, k: int, n: int) -> np.ndarray:
+    sums = np.zeros((4, k, n))
+    for s in range(0, len(s_bits), 256):
+        serve = kernels.serve_units(kernels.load(s_bits[s : s + 256], BITS), k, H)
         for c in range(n):
-            cos[:, c] += su @ units(train_bits[s : s + group, c * H : (c + 1) * H]).ravel()
-    return cos / len(serve_bits)
-
-
-def mapping_gpu(serve_host, train_host, k: int, n: int) -> torch.Tensor:
-    s = serve_host.to("cuda", non_blocking=True).view(torch.bfloat16).float().view(-1, k, H)
-    t = train_host.to("cuda", non_blocking=True).view(torch.bfloat16).float().view(-1, n, H)
-    s = s / s.norm(dim=-1, keepdim=True)
-    t = t / t.norm(dim=-1, keepdim=True)
-    cos = torch.einsum("rkh,rnh->kn", s, t) / s.shape[0]
-    return cos.double().cpu()
+            train = kernels.train_units(kernels.load(t_bits[s : s + 256, c * H : (c + 1) * H], BITS))
+            sums[:, :, c] += kernels.candidate_sums(serve, train)
+    return sums[0] / np.maximum(sums[1], 1)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=8192, help="rows for the slice metrics")
+    p.add_argument("--rows", type=int, default=16384, help="rows for the slice metrics")
     p.add_argument("--mapping-rows", type=int, default=2048, help="sampled rows for the mapping search")
+    p.add_argument("--e2e-gb", type=float, default=1.0, help="GB per dump for the end-to-end compare (0: skip)")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--device", default="cuda")
     args = p.parse_args()
-    cuda = torch.cuda.is_available()
-    print(f"# torch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
-          f"GPU {torch.cuda.get_device_name() if cuda else 'none'}")
+    cpu, gpu = kernels_for("cpu"), kernels_for(args.device)
+    print(f"# torch {torch.__version__}, {os.cpu_count()} CPU cores ({cpu.threads} metrics threads), "
+          f"GPU {torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}")
 
     a, b = bf16_bits(args.rows, H, 1), bf16_bits(args.rows, H, 2)
     nbytes = a.nbytes + b.nbytes
-    t_cpu = best_of(lambda: slice_metrics_cpu(a, b), args.repeats)
-    print(f"slice metrics   cpu {t_cpu * 1e3:8.1f} ms  {nbytes / t_cpu / 1e9:7.2f} GB/s")
-    if cuda:
-        a_h = torch.from_numpy(a.view(np.int16)).pin_memory()
-        b_h = torch.from_numpy(b.view(np.int16)).pin_memory()
-        got = slice_metrics_gpu(a_h, b_h)
-        acc = SliceAccumulator(args.rows)
-        acc.update(from_storage(a, "bfloat16-bits"), from_storage(b, "bfloat16-bits"), np.arange(args.rows))
-        print(f"  gpu vs cpu: sum_dd rel diff {abs(float(got[2]) / acc.sum_dd - 1):.1e}, "
-              f"cosine mean diff {abs(float(got[3]) / args.rows - acc.cosine_mean):.1e}")
-        t_gpu = best_of(lambda: slice_metrics_gpu(a_h, b_h), args.repeats)
-        print(f"slice metrics   gpu {t_gpu * 1e3:8.1f} ms  {nbytes / t_gpu / 1e9:7.2f} GB/s  ({t_cpu / t_gpu:.1f}x the cpu)")
+    t_cpu, want = best_of(lambda: slice_metrics(cpu, a, b), args.repeats)
+    t_gpu, got = best_of(lambda: slice_metrics(gpu, a, b), args.repeats)
+    print(f"slice metrics  cpu {t_cpu * 1e3:8.1f} ms {nbytes / t_cpu / 1e9:7.2f} GB/s")
+    print(f"slice metrics  {gpu.name:4s}{t_gpu * 1e3:8.1f} ms {nbytes / t_gpu / 1e9:7.2f} GB/s  "
+          f"({t_cpu / t_gpu:.1f}x the cpu; rel-RMS rel diff {abs(got.rel_rms / want.rel_rms - 1):.1e}, "
+          f"cosine mean diff {abs(got.cosine_mean - want.cosine_mean):.1e})")
 
     k, n, rows = 3, 62, args.mapping_rows
     s_bits, t_bits = bf16_bits(rows, k * H, 3), bf16_bits(rows, n * H, 4)
     nbytes = s_bits.nbytes + t_bits.nbytes
-    t_cpu = best_of(lambda: mapping_cpu(s_bits, t_bits, k, n), max(1, args.repeats - 2))
-    print(f"mapping {k}x{n}     cpu {t_cpu * 1e3:8.1f} ms  {nbytes / t_cpu / 1e9:7.2f} GB/s  ({rows} rows)")
-    if cuda:
-        s_h = torch.from_numpy(s_bits.view(np.int16)).pin_memory()
-        t_h = torch.from_numpy(t_bits.view(np.int16)).pin_memory()
-        diff = np.abs(mapping_gpu(s_h, t_h, k, n).numpy() - mapping_cpu(s_bits, t_bits, k, n)).max()
-        t_gpu = best_of(lambda: mapping_gpu(s_h, t_h, k, n), args.repeats)
-        print(f"mapping {k}x{n}     gpu {t_gpu * 1e3:8.1f} ms  {nbytes / t_gpu / 1e9:7.2f} GB/s  "
-              f"({t_cpu / t_gpu:.1f}x the cpu; max |cos gpu - cpu| {diff:.1e})")
+    t_cpu, want = best_of(lambda: mapping(cpu, s_bits, t_bits, k, n), max(1, args.repeats - 2))
+    t_gpu, got = best_of(lambda: mapping(gpu, s_bits, t_bits, k, n), args.repeats)
+    print(f"mapping {k}x{n}    cpu {t_cpu * 1e3:8.1f} ms {nbytes / t_cpu / 1e9:7.2f} GB/s  ({rows} rows)")
+    print(f"mapping {k}x{n}    {gpu.name:4s}{t_gpu * 1e3:8.1f} ms {nbytes / t_gpu / 1e9:7.2f} GB/s  "
+          f"({t_cpu / t_gpu:.1f}x the cpu; max |cos gpu - cpu| {np.abs(got - want).max():.1e})")
+
+    if args.e2e_gb > 0:
+        with tempfile.TemporaryDirectory(prefix="alignprobe-gpu-compare-", dir=os.environ.get("BENCH_DIR")) as folder:
+            train, serve = os.path.join(folder, "train.h5"), os.path.join(folder, "serve.h5")
+            write_pair(train, serve, tokens_for(args.e2e_gb))
+            nbytes = os.path.getsize(train) + os.path.getsize(serve)
+            for path in (train, serve):
+                warm_page_cache(path)
+            results = {}
+            for device in ("cpu", args.device):
+                seconds, results[device] = best_of(lambda: compare(train, serve, tokenizer=None, device=device), 1)
+                print(f"compare e2e    {device:4s}{seconds:8.2f} s  {nbytes / seconds / 1e9:7.2f} GB/s  (pair "
+                      f"{nbytes / 1e9:.2f} GB, warm cache)  verdict {results[device].verdict}")
+            diff = max(abs(x.rel_rms / y.rel_rms - 1) for s, t in zip(results["cpu"].streams, results[args.device].streams)
+                       for x, y in zip(s.slices, t.slices))
+            print(f"               rel-RMS of every slice: largest rel diff cpu vs {args.device} {diff:.1e}")
+    cpu.close()
 
 
 if __name__ == "__main__":
