@@ -378,7 +378,11 @@ def _measure(
     row_bytes = 4 * (
         sum(serve.dataset(s).shape[1] for s in serve_streams) + sum(train.dataset(s).shape[1] for s in train_streams)
     )
-    block_rows = max(1, block_bytes // max(1, row_bytes))
+    # Whole chunks: a block that ends inside a chunk makes HDF5 read that chunk again for the next
+    # block (its chunk cache holds one 1 MiB chunk, a 21504-wide stream has three side by side).
+    chunk_rows = max(d.dataset(s).chunks[0] if d.dataset(s).chunks else 1
+                     for d, names in ((serve, serve_streams), (train, train_streams)) for s in names)
+    block_rows = max(chunk_rows, block_bytes // max(1, row_bytes) // chunk_rows * chunk_rows)
     H = hidden_size
 
     def read_block(positions: np.ndarray, samples: np.ndarray | None, serve_rows: slice, train_rows: slice):
