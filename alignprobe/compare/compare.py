@@ -380,8 +380,11 @@ def _measure(
     )
     # Whole chunks: a block that ends inside a chunk makes HDF5 read that chunk again for the next
     # block (its chunk cache holds one 1 MiB chunk, a 21504-wide stream has three side by side).
-    chunk_rows = max(d.dataset(s).chunks[0] if d.dataset(s).chunks else 1
-                     for d, names in ((serve, serve_streams), (train, train_streams)) for s in names)
+    chunk_rows = max(
+        (d.dataset(s).chunks[0] if d.dataset(s).chunks else 1
+         for d, names in ((serve, serve_streams), (train, train_streams)) for s in names),
+        default=1,
+    )
     block_rows = max(chunk_rows, block_bytes // max(1, row_bytes) // chunk_rows * chunk_rows)
     H = hidden_size
 
