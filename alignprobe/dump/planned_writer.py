@@ -7,8 +7,10 @@ final file can be laid out at once instead:
 
 - ``<path>.partial/dump.h5`` is created with every dataset contiguous and allocated (never filled),
   then closed: its HDF5 metadata is complete and is never open for writing during the capture;
-- each sample's tokens and states are written with ``os.pwrite`` straight to their file offsets,
-  the streams of a sample in parallel (pwrite releases the GIL);
+- samples are written straight to their file offsets, from the caller's memory (no copy): ``add``
+  takes one sample, ``add_batch`` a padded batch, whose samples adjacent in the plan go out as one
+  ``os.pwritev`` per stream (its buffers the samples' rows); the streams are written in parallel
+  (pwritev releases the GIL);
 - ``flush()`` fsyncs the data, then appends the ids it made durable to ``journal`` (one JSON string
   a line) and fsyncs that: a sample is done exactly when its journal line is whole, so a process
   killed at any moment (kill -9) resumes from the journal, rewriting at most the samples after it;
@@ -26,10 +28,18 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import h5py
 import numpy as np
 
+from alignprobe.dump.encoding import to_storage
 from alignprobe.dump.layout import create_file
 from alignprobe.dump.reader import PARTIAL_SUFFIX
 from alignprobe.dump.schema import Provenance, StreamClaim
-from alignprobe.dump.writer import DEFAULT_SHARD_TOKENS, MANIFEST, atomic_write_text, claim_partial, stored_sample
+from alignprobe.dump.writer import (
+    DEFAULT_SHARD_TOKENS,
+    MANIFEST,
+    atomic_write_text,
+    claim_partial,
+    stored_sample,
+    token_array,
+)
 from alignprobe.errors import BadInput
 
 if TYPE_CHECKING:
@@ -38,6 +48,10 @@ if TYPE_CHECKING:
 DATA = "dump.h5"
 JOURNAL = "journal"
 WRITE_THREADS = 4
+try:
+    IOV_MAX = max(16, os.sysconf("SC_IOV_MAX"))  # buffers one pwritev takes (Linux, macOS: 1024)
+except (ValueError, OSError, AttributeError):
+    IOV_MAX = 16  # the POSIX minimum
 
 
 class PlannedDumpWriter:
@@ -101,27 +115,64 @@ class PlannedDumpWriter:
     def add(self, sample_id: str, token_ids, states: Mapping[str, "torch.Tensor | np.ndarray"]) -> None:
         """Write one planned sample: token ids ``[S]`` and, for every stream, states ``[S, width]``."""
         sample_id = str(sample_id)
-        if sample_id not in self._rows:
-            raise ValueError(f"sample {sample_id!r} is not in the plan")
-        if sample_id in self.done_ids:
-            raise ValueError(f"sample {sample_id!r} was already written")
-        first, length = self._rows[sample_id]
-        if len(token_ids) != length:
-            raise ValueError(f"sample {sample_id!r} has {len(token_ids)} token ids, the plan says {length}")
+        row = self._planned(sample_id, len(token_ids))
         ids, stored = stored_sample(sample_id, token_ids, states, self.streams)
-        arrays = {"tokens": ids, **stored}
-        writes = [
-            self._pool.submit(os.pwrite, self._fd, memoryview(np.ascontiguousarray(a)).cast("B"),
-                              self._places[name][0] + first * self._places[name][1])
-            for name, a in arrays.items()
-        ]
-        for w in writes:
-            w.result()
-        self.done_ids.add(sample_id)
-        self._unflushed.append(sample_id)
-        self._unflushed_tokens += length
-        if self._unflushed_tokens >= self.flush_tokens:
-            self.flush()
+        self._write([(row, {"tokens": [ids], **{name: [a] for name, a in stored.items()}})])
+        self._done([sample_id], len(ids))
+
+    def add_batch(
+        self,
+        sample_ids: Sequence[str],
+        token_ids: Sequence,
+        states: Mapping[str, "torch.Tensor | np.ndarray"],
+        spans: Sequence[tuple[int, int]] | None = None,
+    ) -> None:
+        """Write a padded batch of planned samples from where it lies, without copying it.
+
+        ``states[name]`` is ``[batch, columns, width]``: sample ``i`` is row ``i``, columns
+        ``spans[i] = (first, stop)`` (default ``(0, len(token_ids[i]))``, right padding). A CPU tensor
+        or array already in the stream's dtype is written as it is (another is converted first: a
+        copy). Samples adjacent in the plan are written together, one ``os.pwritev`` per stream whose
+        buffers are their rows, so a batch captured in plan order costs one call per stream.
+        Returns once every byte is in the file: the caller may then reuse its buffers.
+        """
+        sample_ids = [str(sid) for sid in sample_ids]
+        if not sample_ids:
+            return
+        spans = [(0, len(t)) for t in token_ids] if spans is None else [(int(a), int(b)) for a, b in spans]
+        if not len(sample_ids) == len(token_ids) == len(spans):
+            raise ValueError(f"a batch of {len(sample_ids)} sample ids has {len(token_ids)} token id lists and "
+                             f"{len(spans)} spans")
+        if len(set(sample_ids)) != len(sample_ids):
+            raise ValueError("sample ids in a batch must be unique")
+        samples = []  # (file row, batch row, first, stop, token ids)
+        for i, (sid, (first, stop)) in enumerate(zip(sample_ids, spans)):
+            ids = token_array(sid, token_ids[i])
+            if first < 0 or stop - first != len(ids):
+                raise ValueError(f"sample {sid!r} has {len(ids)} token ids but spans columns {first}:{stop}")
+            samples.append((self._planned(sid, len(ids)), i, first, stop, ids))
+        if set(states) != set(self.streams):
+            raise ValueError(f"the batch has streams {sorted(states)}, expected {sorted(self.streams)}")
+        columns = max(stop for _, _, _, stop, _ in samples)
+        stored = {}
+        for name, claim in self.streams.items():
+            shape = tuple(states[name].shape)
+            if len(shape) != 3 or shape[0] != len(samples) or shape[1] < columns or shape[2] != claim.width:
+                raise ValueError(f"stream {name!r} of the batch has shape {shape}, expected "
+                                 f"({len(samples)}, >= {columns}, {claim.width})")
+            stored[name] = to_storage(states[name], claim.dtype)  # a view of a CPU tensor of that dtype
+        runs: list[tuple[int, dict[str, list[np.ndarray]]]] = []  # (first file row, each stream's parts)
+        next_row = None
+        for row, i, first, stop, ids in sorted(samples, key=lambda s: s[0]):
+            if row != next_row:
+                runs.append((row, {"tokens": [], **{name: [] for name in stored}}))
+            parts = runs[-1][1]
+            parts["tokens"].append(ids)
+            for name, a in stored.items():
+                parts[name].append(a[i, first:stop])
+            next_row = row + len(ids)
+        self._write(runs)
+        self._done(sample_ids, sum(len(s[4]) for s in samples))
 
     def flush(self) -> None:
         """Make the samples added so far durable: data first, then their journal lines."""
@@ -168,6 +219,40 @@ class PlannedDumpWriter:
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    def _planned(self, sample_id: str, length: int) -> int:
+        """The first file row of a sample of ``length`` tokens that the plan holds and nobody wrote yet."""
+        if sample_id not in self._rows:
+            raise ValueError(f"sample {sample_id!r} is not in the plan")
+        if sample_id in self.done_ids:
+            raise ValueError(f"sample {sample_id!r} was already written")
+        first, planned = self._rows[sample_id]
+        if length != planned:
+            raise ValueError(f"sample {sample_id!r} has {length} token ids, the plan says {planned}")
+        return first
+
+    def _write(self, runs: Sequence[tuple[int, Mapping[str, Sequence[np.ndarray]]]]) -> None:
+        """Each run: from its first file row on, every stream's (and the tokens') parts back to back.
+
+        One ``pwritev`` per run and stream, on the pool; returns when all of them have (the caller's
+        buffers are read until then, and not after).
+        """
+        writes = []
+        for row, parts in runs:
+            for name, arrays in parts.items():
+                place, row_bytes = self._places[name]
+                buffers = [memoryview(np.ascontiguousarray(a)).cast("B") for a in arrays]
+                writes.append(self._pool.submit(pwrite_all, self._fd, buffers, place + row * row_bytes))
+        concurrent.futures.wait(writes)
+        for w in writes:
+            w.result()
+
+    def _done(self, sample_ids: Sequence[str], tokens: int) -> None:
+        self.done_ids.update(sample_ids)
+        self._unflushed += sample_ids
+        self._unflushed_tokens += tokens
+        if self._unflushed_tokens >= self.flush_tokens:
+            self.flush()
+
     def _read_journal(self) -> set[str]:
         """Ids of the samples made durable; a last line cut off by a crash is dropped from the file."""
         path = os.path.join(self.partial_dir, JOURNAL)
@@ -188,3 +273,23 @@ class PlannedDumpWriter:
         os.close(self._fd)
         self._journal.close()
         self._fd = None
+
+
+def pwrite_all(fd: int, buffers: Sequence[memoryview], offset: int) -> None:
+    """Write byte ``buffers`` back to back at ``offset`` with ``os.pwritev``, until every byte is written.
+
+    One call takes at most IOV_MAX buffers, and may write less than asked (Linux writes at most
+    2 GiB a call): the rest goes in the next call.
+    """
+    buffers = [b for b in buffers if len(b)]
+    i = 0
+    while i < len(buffers):
+        written = os.pwritev(fd, buffers[i : i + IOV_MAX], offset)
+        if written <= 0:
+            raise OSError(f"pwritev wrote nothing at offset {offset}")
+        offset += written
+        while i < len(buffers) and written >= len(buffers[i]):
+            written -= len(buffers[i])
+            i += 1
+        if written:
+            buffers[i] = buffers[i][written:]

@@ -179,9 +179,7 @@ def stored_sample(
     sample_id: str, token_ids, states: Mapping[str, "torch.Tensor | np.ndarray"], streams: Mapping[str, StreamClaim]
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """A sample's token ids (int64) and its states laid out as stored, after checking every shape."""
-    ids = np.asarray(token_ids.cpu() if is_tensor(token_ids) else token_ids, dtype=np.int64)
-    if ids.ndim != 1:
-        raise ValueError(f"token ids of {sample_id!r} must be 1-D, got shape {ids.shape}")
+    ids = token_array(sample_id, token_ids)
     if set(states) != set(streams):
         raise ValueError(f"sample {sample_id!r} has streams {sorted(states)}, expected {sorted(streams)}")
     stored = {}
@@ -193,6 +191,14 @@ def stored_sample(
             )
         stored[name] = to_storage(s, claim.dtype)
     return ids, stored
+
+
+def token_array(sample_id: str, token_ids) -> np.ndarray:
+    """A sample's token ids as stored: 1-D int64."""
+    ids = np.asarray(token_ids.cpu() if is_tensor(token_ids) else token_ids, dtype=np.int64)
+    if ids.ndim != 1:
+        raise ValueError(f"token ids of {sample_id!r} must be 1-D, got shape {ids.shape}")
+    return ids
 
 
 def _write_shard(path: str, provenance: Provenance, streams, buffer) -> None:
