@@ -146,6 +146,9 @@ def capture_hf(
     model_device = next(model.parameters()).device
 
     # Every prompt's length is known, so the dump is laid out at once and written in place (no merge).
+    # The plan is the order batches are captured in, so a batch's samples are adjacent rows of the
+    # file and each stream of a batch goes out in one write (a resumed capture's batches skip the
+    # samples already written: a few writes then).
     plan = [(p.sample_id, len(p.token_ids)) for p in prompts]
     with PlannedDumpWriter(
         out_path, record, streams, plan, resume=resume, overwrite=overwrite, flush_tokens=shard_tokens
@@ -156,8 +159,11 @@ def capture_hf(
 
         def write_batch(rows, states: dict[str, torch.Tensor]) -> None:
             # Runs on the offloader's thread, batches in order: the only place the writer is used.
-            for row, (prompt, (first, stop)) in enumerate(rows):
-                writer.add(prompt.sample_id, prompt.token_ids, {n: s[row, first:stop] for n, s in states.items()})
+            # The host tensors are written from where they lie; add_batch returns once they are in
+            # the file, and only then may the pinned memory go back to torch's cache for reuse.
+            batch = [prompt for prompt, _ in rows]
+            writer.add_batch([p.sample_id for p in batch], [p.token_ids for p in batch], states,
+                             [span for _, span in rows])
             bar.update(len(rows))
             if time.monotonic() - last_flush[0] >= flush_seconds:
                 writer.flush()
