@@ -1,11 +1,24 @@
 """The training-extractor probe: capture hidden states with transformers, as an extractor would.
 
-A dump from :func:`capture_hf` holds four streams (the contract in ../prompts/contract.md):
+A dump from :func:`capture_hf` holds these streams (the contract in ../prompts/contract.md):
 
     layers         role layers         the selected HF indices (default all N+1), HF[N] post-norm
     final_prenorm  role layers         HF[N] before the final norm (what vLLM / speculators store)
     eagle3_aux     role drafter_input  the aux concat an EAGLE-3 drafter trains on, default HF[2, N//2, N-3]
     final          role final          HF[N] post-norm (what SpecForge stores as ``hidden_state``)
+
+What each ``layers`` setting writes, for a model of N layers:
+
+    all (default)      layers (HF[0..N]), final_prenorm, eagle3_aux, final: N+6 slices of H a token
+    eagle3             final_prenorm, eagle3_aux, final: 5 slices (3 aux). The selected layers are the aux
+                       layers, so ``layers`` would hold ``eagle3_aux``'s bytes again and is not
+                       written; the eagle3_aux claim's note says so, and the provenance's
+                       ``capture.layers`` lists the selection. Any selection equal to the aux layers
+                       (same indices, same order) is written this way.
+    other HF indices   all four streams
+
+Readers lose nothing: the comparer takes its mapping candidates from every train stream and pairs
+a serve ``layers`` slice with the train slice of the same HF index in any stream.
 
 Prompts are batched with padding; every sample's states are cut out of its own row at its own
 positions, so no pad position ever reaches the dump (tests check a padded batch against each
@@ -83,17 +96,20 @@ def resolve_layers(layers: str | Sequence[int] | None, num_layers: int, what: st
 
 
 def stream_claims(shape: ModelShape, layers: tuple[int, ...], aux: tuple[int, ...], dtype: str) -> dict[str, StreamClaim]:
+    """The streams a capture writes: ``layers`` only where it is not ``eagle3_aux`` again (module docstring)."""
     n, h = shape.num_layers, shape.hidden_size
-    return {
-        "layers": StreamClaim(layers, h, n, dtype, FINAL_NORM_POST, ROLE_LAYERS, "transformers output_hidden_states"),
-        "final_prenorm": StreamClaim(
-            (n,), h, n, dtype, FINAL_NORM_PRE, ROLE_LAYERS, "input of the final norm (forward hook)"
-        ),
-        "eagle3_aux": StreamClaim(
-            aux, h, n, dtype, FINAL_NORM_POST, ROLE_DRAFTER_INPUT, "EAGLE-3 training view: concat of the aux HF indices"
-        ),
-        "final": StreamClaim((n,), h, n, dtype, FINAL_NORM_POST, ROLE_FINAL, "HF[N], output of the final norm"),
-    }
+    aux_note = "EAGLE-3 training view: concat of the aux HF indices"
+    streams = {}
+    if tuple(layers) != tuple(aux):
+        streams["layers"] = StreamClaim(layers, h, n, dtype, FINAL_NORM_POST, ROLE_LAYERS, "transformers output_hidden_states")
+    else:
+        aux_note += "; also the selected layers, so no separate layers stream was written"
+    streams["final_prenorm"] = StreamClaim(
+        (n,), h, n, dtype, FINAL_NORM_PRE, ROLE_LAYERS, "input of the final norm (forward hook)"
+    )
+    streams["eagle3_aux"] = StreamClaim(aux, h, n, dtype, FINAL_NORM_POST, ROLE_DRAFTER_INPUT, aux_note)
+    streams["final"] = StreamClaim((n,), h, n, dtype, FINAL_NORM_POST, ROLE_FINAL, "HF[N], output of the final norm")
+    return streams
 
 
 def capture_hf(
@@ -117,9 +133,10 @@ def capture_hf(
     """Capture ``prompts`` through ``model`` into the dump ``out_path``; returns its path.
 
     ``layers``: ``"all"`` (default), ``"eagle3"`` or HF indices. ``aux_layers``: the HF indices of
-    the EAGLE-3 training view (default ``eagle3_hf_indices(N)``). ``resume`` continues an
-    interrupted capture, skipping samples already written. ``provenance``: a Provenance to start
-    from, or a dict of Provenance fields (its ``capture`` dict is merged into ours).
+    the EAGLE-3 training view (default ``eagle3_hf_indices(N)``). A selection equal to the aux layers
+    (``"eagle3"`` with the default aux layers) writes no ``layers`` stream: ``eagle3_aux`` holds it.
+    ``resume`` continues an interrupted capture, skipping samples already written. ``provenance``: a
+    Provenance to start from, or a dict of Provenance fields (its ``capture`` dict is merged into ours).
     ``shard_tokens`` / ``flush_seconds``: written samples are made durable after this many tokens or seconds,
     whichever comes first: the most an abrupt kill (kill -9, a lost node) can lose.
     ``padding_side``: right (default) or left; both keep pad positions out of every sample. Measured
@@ -180,7 +197,7 @@ def capture_hf(
                     )
                     try:
                         fs = forward_states(model, input_ids, attention_mask, position_ids)
-                        states = batch_streams(fs, selected, aux)
+                        states = batch_streams(fs, streams)
                     except torch.OutOfMemoryError:
                         raise BadInput(
                             f"out of memory at batch size {batch_size} ({input_ids.shape[1]} tokens a row): the "
@@ -214,14 +231,14 @@ def pad_batch(token_lists: Sequence[Sequence[int]], padding_side: str, device, p
     return input_ids.to(device), attention_mask.to(device), position_ids.to(device), spans
 
 
-def batch_streams(fs, selected: tuple[int, ...], aux: tuple[int, ...]) -> dict[str, torch.Tensor]:
-    """The four streams of a batch, ``[batch, seq, width]`` each, still on the model's device."""
-    return {
-        "layers": torch.cat([fs.hf[k] for k in selected], dim=-1),
-        "final_prenorm": fs.final_prenorm,
-        "eagle3_aux": torch.cat([fs.hf[k] for k in aux], dim=-1),
-        "final": fs.hf[fs.num_layers],
-    }
+def batch_streams(fs, streams: Mapping[str, StreamClaim]) -> dict[str, torch.Tensor]:
+    """Each stream of a batch as its claim says, ``[batch, seq, width]``, still on the model's device."""
+    out = {}
+    for name, claim in streams.items():
+        parts = [fs.final_prenorm if k == fs.num_layers and claim.final_norm == FINAL_NORM_PRE else fs.hf[k]
+                 for k in claim.hf_indices]
+        out[name] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+    return out
 
 
 def load_hf_model(
