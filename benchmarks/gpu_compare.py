@@ -2,7 +2,7 @@
 
   slice metrics   load the stored bf16 bits of one (train slice, serve slice) pair [R, H], take the
                   per-row terms and feed a SliceAccumulator, in compare's blocks (8 MB of float32 on
-                  the CPU, 256 MB on the GPU): NumpyKernels vs TorchKernels("cuda")
+                  the CPU, 64 MB on the GPU): NumpyKernels vs TorchKernels("cuda")
   mapping search  k = 3 serve slices against 62 candidate train slices on R sampled rows, in
                   compare's groups of 256 rows: serve_units / train_units / candidate_sums
   end to end      ``compare(train, serve, device=...)`` of a dump pair read from the page cache

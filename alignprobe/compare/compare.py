@@ -40,7 +40,7 @@ DEFAULT_MAPPING_TOKENS = 2048
 # (serve values per row) x (rows) stays under MAPPING_BYTES of float32; never fewer than MIN_MAPPING_ROWS.
 MAPPING_BYTES = 512 << 20
 MIN_MAPPING_ROWS = 128
-READ_AHEAD_BLOCKS = 1  # blocks read in a background thread ahead of the metrics (0: read in turn)
+READ_AHEAD_BLOCKS = 2  # blocks read in a background thread ahead of the metrics (0: read in turn)
 
 
 def compare(
@@ -73,7 +73,7 @@ def compare(
     :func:`alignprobe.importers.open_source` (``layer_ids``, ``config``, ``system``, ``num_layers``).
     ``device``: where the arithmetic over whole rows runs: ``"cpu"`` (numpy, the default) or a torch
     device (``"cuda"``, ``"cuda:1"``); the result is the same to float rounding. ``block_bytes``:
-    float32 bytes read per streaming block (default: the device's, 8 MB on the CPU, 256 MB on a GPU).
+    float32 bytes read per streaming block (default: the device's, 8 MB on the CPU, 64 MB on a GPU).
     """
     for name, value in (("sample", sample), ("max_tokens", max_tokens), ("mapping_tokens", mapping_tokens)):
         if value is not None and value < 1:
@@ -389,11 +389,10 @@ def _measure(
     H = hidden_size
 
     def read_block(positions: np.ndarray, samples: np.ndarray | None, serve_rows: slice, train_rows: slice):
-        # Loaded here, in the read-ahead thread: widening (CPU) or the upload (GPU) overlaps the metrics.
-        served = {s: kernels.load(serve.read_raw(s, serve_rows.start, serve_rows.stop), serve.encoding(s))
-                  for s in serve_streams}
-        trained = {s: kernels.load(train.read_raw(s, train_rows.start, train_rows.stop), train.encoding(s))
-                   for s in train_streams}
+        # The read-ahead thread only reads (the raw read is the limit); loading (the widening on the
+        # CPU, the upload to a GPU) is done by the measuring side.
+        served = {s: serve.read_raw(s, serve_rows.start, serve_rows.stop) for s in serve_streams}
+        trained = {s: train.read_raw(s, train_rows.start, train_rows.stop) for s in train_streams}
         return positions, samples, served, trained
 
     def block_reads():
@@ -418,6 +417,8 @@ def _measure(
 
     # The next block is read while this one is measured (benchmarks/compare_throughput.py).
     for pos, samples, served, trained in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
+        served = {s: kernels.load(raw, serve.encoding(s)) for s, raw in served.items()}
+        trained = {s: kernels.load(raw, train.encoding(s)) for s, raw in trained.items()}
         terms = kernels.row_terms([
             (trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H],
              served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H])

@@ -28,22 +28,28 @@ class NumpyKernels:
         self.threads = threads or min(MAX_THREADS, os.cpu_count() or 1)
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
-    def load(self, raw: np.ndarray, encoding: str) -> np.ndarray:
-        return from_storage(raw, encoding)
+    def load(self, raw: np.ndarray, encoding: str) -> "Stored":
+        # Widened later, slice by slice, in the threads that measure them: widening a block whole
+        # in the reading thread made that thread (read + widen) the limit of the pass.
+        return Stored(raw, encoding)
 
-    def row_terms(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[RowTerms]:
+    def row_terms(self, pairs: Sequence[tuple["Stored", "Stored"]]) -> list[RowTerms]:
+        def measure(pair: tuple[Stored, Stored]) -> RowTerms:
+            return row_terms(pair[0].widened(), pair[1].widened())
+
         if len(pairs) < 2 or self.threads < 2:
-            return [row_terms(a, b) for a, b in pairs]
+            return [measure(p) for p in pairs]
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="alignprobe-metrics")
-        return list(self._pool.map(lambda ab: row_terms(*ab), pairs))
+        return list(self._pool.map(measure, pairs))
 
-    def serve_units(self, block: np.ndarray, k: int, hidden_size: int):
-        units, valid, sq = zip(*(unit_rows(block[:, j * hidden_size : (j + 1) * hidden_size]) for j in range(k)))
+    def serve_units(self, block: "Stored", k: int, hidden_size: int):
+        x = block.widened()
+        units, valid, sq = zip(*(unit_rows(x[:, j * hidden_size : (j + 1) * hidden_size]) for j in range(k)))
         return np.stack(units).reshape(k, -1), np.stack(valid).astype(np.float64), np.stack(sq)
 
-    def train_units(self, train_slice: np.ndarray):
-        unit, valid, sq = unit_rows(train_slice)
+    def train_units(self, train_slice: "Stored"):
+        unit, valid, sq = unit_rows(train_slice.widened())
         return unit.ravel(), valid.astype(np.float64), sq
 
     def candidate_sums(self, serve, train) -> np.ndarray:
@@ -54,6 +60,22 @@ class NumpyKernels:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+class Stored:
+    """Rows as stored (bf16 bits, fp16, fp32) and their encoding; slicing keeps them stored."""
+
+    __slots__ = ("raw", "encoding")
+
+    def __init__(self, raw: np.ndarray, encoding: str):
+        self.raw, self.encoding = raw, encoding
+
+    def __getitem__(self, key) -> "Stored":
+        return Stored(self.raw[key], self.encoding)
+
+    def widened(self) -> np.ndarray:
+        """float32, exactly (alignprobe/dump/encoding.py)."""
+        return from_storage(self.raw, self.encoding)
 
 
 def row_terms(a: np.ndarray, b: np.ndarray) -> RowTerms:

@@ -1,7 +1,8 @@
 """The comparer's kernels on a torch device (``compare --device cuda``).
 
 The stored bits go to the device as they are (bf16: half the bytes of float32 over PCIe) and are
-widened there. Every per-row sum is taken in float64, which also makes the float32-overflow
+widened there (uploaded by the measuring thread while the reading thread reads the next block).
+Every per-row sum is taken in float64, which also makes the float32-overflow
 fallback of the numpy kernels unnecessary. A block's pairs come back to the host in one copy (one
 synchronisation per block, not one per pair), so blocks are large (``block_bytes``).
 """
@@ -16,7 +17,7 @@ from alignprobe.compare.kernels import RowTerms
 from alignprobe.dump.encoding import ENCODING_BF16_BITS
 from alignprobe.errors import BadInput, first_line
 
-BLOCK_BYTES = 256 << 20
+BLOCK_BYTES = 64 << 20
 
 
 class TorchKernels:
