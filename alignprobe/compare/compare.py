@@ -7,6 +7,7 @@ large blocks, feeds every slice's metrics; then the diagnoses and the verdict.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -96,9 +97,21 @@ def compare(
                 f"no serve stream ({', '.join(sv.streams)}) has a train stream to compare with "
                 f"({', '.join(tr.streams)}): pair drafter_input, final or layers streams"
             )
-        mappings, layouts = [], {}
         sampled = sample_rows(segments, mapping_tokens)
-        searches = _search_mappings(tr, sv, plans, segments, sampled, hidden_size, policy, kernels)
+        sampled_run = tokens.aligned_tokens < tokens.alignable_tokens
+        population = tokens.alignable_samples if sampled_run else None
+        # The mapping search and the streaming pass are independent (the pass measures the expected
+        # pairs; the search says whether they are the right ones): the search runs in a thread
+        # beside the pass, which hides its fixed cost (benchmarks/compare_throughput.py).
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-mapping") as pool:
+            search = pool.submit(_search_mappings, tr, sv, plans, segments, sampled, hidden_size, policy, kernels)
+            try:
+                comparisons = _measure(
+                    tr, sv, [p for p in plans if p.width_ok], segments, hidden_size, block_bytes, kernels, population
+                )
+            finally:
+                searches = search.result()
+        mappings, layouts = [], {}
         for plan in plans:
             if plan.num_slices == 0:
                 findings.append(_not_sliceable(sv, plan, hidden_size, policy))
@@ -115,11 +128,6 @@ def compare(
             layout = _layout(ms, plan, num_layers, policy)
             findings += layout.findings
             layouts[plan.serve_stream] = layout
-        sampled_run = tokens.aligned_tokens < tokens.alignable_tokens
-        population = tokens.alignable_samples if sampled_run else None
-        comparisons = _measure(
-            tr, sv, [p for p in plans if p.width_ok], segments, hidden_size, block_bytes, kernels, population
-        )
         if sampled_run and tokens.compared_samples < 2:
             notes.append(
                 f"sampling: {tokens.compared_samples} sample compared: its error cannot be estimated from the "
