@@ -37,7 +37,6 @@ from alignprobe.dump.writer import (
     MANIFEST,
     atomic_write_text,
     claim_partial,
-    stored_sample,
     token_array,
 )
 from alignprobe.errors import BadInput
@@ -114,11 +113,7 @@ class PlannedDumpWriter:
 
     def add(self, sample_id: str, token_ids, states: Mapping[str, "torch.Tensor | np.ndarray"]) -> None:
         """Write one planned sample: token ids ``[S]`` and, for every stream, states ``[S, width]``."""
-        sample_id = str(sample_id)
-        row = self._planned(sample_id, len(token_ids))
-        ids, stored = stored_sample(sample_id, token_ids, states, self.streams)
-        self._write([(row, {"tokens": [ids], **{name: [a] for name, a in stored.items()}})])
-        self._done([sample_id], len(ids))
+        self.add_batch([sample_id], [token_ids], {name: s[None] for name, s in states.items()})
 
     def add_batch(
         self,
