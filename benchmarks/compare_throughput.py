@@ -76,7 +76,8 @@ seconds = time.perf_counter() - t0
 slices = {f"{s.serve_stream}/{m.label}": {"cosine_mean": m.cosine_mean, "rel_rms": m.rel_rms, "tokens": m.tokens,
           "cosine_mean_se": m.cosine_mean_se, "rel_rms_se": m.rel_rms_se} for s in result.streams for m in s.slices}
 print(json.dumps({"seconds": seconds, "peak_mb": peak_rss_mb(), "verdict": result.verdict, "slices": slices,
-                  "samples": result.tokens.compared_samples}))
+                  "samples": result.tokens.compared_samples,
+                  "multiplier": result.options.get("interval_multiplier")}))
 """
 
 CLI_CHILD = """
@@ -182,7 +183,8 @@ def mapping_cost(gigabytes: float, folder: str, cache: str, devices: list[str]) 
 
 def sampling_error(gigabytes: float, folder: str, cache: str) -> None:
     """``compare`` with ``--max-tokens`` / ``--sample`` against the full compare: time, the error of each
-    sampled metric, and the standard error the sampled run reports for it (1.96 SE: a 95% interval)."""
+    sampled metric, and the 95% interval the sampled run reports for it (``interval_multiplier`` standard
+    errors: Student's t over the compared samples)."""
     import json
 
     print("\ncompare with token sampling (train: drafter streams only), against the full compare")
@@ -191,10 +193,10 @@ def sampling_error(gigabytes: float, folder: str, cache: str) -> None:
     print(f"({small['train_gb']:.2f} GB a dump, {small['tokens']} tokens, {small['samples']} samples; the noise "
           "level differs from sample to sample, so a sample's metrics differ from the whole's)")
     print("per option, over the 4 compared slices: the largest error against the full compare, the largest")
-    print("1.96 SE reported, and how many slices' full value lies within measured ± 1.96 SE")
+    print("95% half-width reported, and how many slices' full value lies within measured ± that half-width")
     full = None
     print(f"{'option':18s} {'seconds':>8s} {'tokens':>7s} {'samples':>7s} {'max |d cos_mean|':>17s} "
-          f"{'1.96 SE':>9s} {'in':>4s} {'max rel d rel_rms':>18s} {'1.96 SE/rms':>12s} {'in':>4s}")
+          f"{'95% ±':>9s} {'in':>4s} {'max rel d rel_rms':>18s} {'95% ±/rms':>12s} {'in':>4s}")
     t, n = small["tokens"], small["samples"]
     options = [("full", {})] + [(f"--max-tokens {t // d}", {"max_tokens": t // d}) for d in (2, 8, 32)] + [
         (f"--sample {max(1, n // d)}", {"sample": max(1, n // d)}) for d in (2, 4)]
@@ -210,11 +212,12 @@ def sampling_error(gigabytes: float, folder: str, cache: str) -> None:
         se_cos = se_rms = "-"
         in_cos = in_rms = "-"
         if all(m["cosine_mean_se"] is not None for m in r["slices"].values()):
-            se_cos = f"{max(1.96 * float(m['cosine_mean_se']) for m in r['slices'].values()):9.2e}"
-            se_rms = f"{max(1.96 * float(m['rel_rms_se']) / m['rel_rms'] for m in r['slices'].values()):12.2%}"
-            in_cos = sum(abs(m["cosine_mean"] - ref[k]["cosine_mean"]) <= 1.96 * float(m["cosine_mean_se"])
+            z = r["multiplier"]
+            se_cos = f"{max(z * float(m['cosine_mean_se']) for m in r['slices'].values()):9.2e}"
+            se_rms = f"{max(z * float(m['rel_rms_se']) / m['rel_rms'] for m in r['slices'].values()):12.2%}"
+            in_cos = sum(abs(m["cosine_mean"] - ref[k]["cosine_mean"]) <= z * float(m["cosine_mean_se"])
                          for k, m in r["slices"].items())
-            in_rms = sum(abs(m["rel_rms"] - ref[k]["rel_rms"]) <= 1.96 * float(m["rel_rms_se"])
+            in_rms = sum(abs(m["rel_rms"] - ref[k]["rel_rms"]) <= z * float(m["rel_rms_se"])
                          for k, m in r["slices"].items())
         print(f"{label:18s} {r['seconds']:8.2f} {tokens:7d} {r['samples']:7d} {d_cos:17.2e} {se_cos:>9s} "
               f"{in_cos!s:>4s} {d_rms:18.3%} {se_rms:>12s} {in_rms!s:>4s}")

@@ -13,6 +13,7 @@ import pytest
 
 from alignprobe.compare import compare
 from alignprobe.compare.metrics import SliceAccumulator
+from alignprobe.report import write_report
 from alignprobe.compare.pairing import pair_samples
 from alignprobe.compare.result import CompareResult
 from alignprobe.compare.summary import format_summary
@@ -144,19 +145,23 @@ def test_an_unsampled_run_carries_no_error_and_shows_none(dumps):
         assert "±" not in format_summary(r)
 
 
-def test_the_summary_shows_the_error_and_notes_a_threshold_the_sample_cannot_tell(dumps):
+def test_the_summary_and_report_show_the_error_and_note_a_threshold_the_sample_cannot_tell(dumps, tmp_path):
     r = compare(*dumps, sample=4, tokenizer=None)
     text = format_summary(r)
     assert "sampled: 4 of 12 samples" in text and "the sample cannot tell" not in text
     worst = max(r.streams[0].slices, key=lambda m: m.rel_rms)
-    assert f"{worst.cosine_mean:.6f} ±{1.96 * worst.cosine_mean_se:.1e}" in text
-    assert f"{worst.rel_rms:.3g} ±{1.96 * worst.rel_rms_se:.1e}" in text
+    t3 = 3.182446305284263  # Student's t 97.5% quantile, 3 degrees of freedom (4 samples)
+    assert r.options["interval_multiplier"] == pytest.approx(t3)
+    assert f"{worst.cosine_mean:.6f} ±{t3 * worst.cosine_mean_se:.1e}" in text
+    assert f"{worst.rel_rms:.3g} ±{t3 * worst.rel_rms_se:.1e}" in text
+    html = open(write_report(r, tmp_path / "report").html).read()
+    assert f"± {t3 * worst.rel_rms_se:.1e}" in html and f"± {t3 * worst.cosine_mean_se:.1e}" in html
     # a warn threshold one standard error above the measured value: too close to call
     policy = {"drift_warn_rel_rms": worst.rel_rms + worst.rel_rms_se, "drift_fail_rel_rms": 10.0}
     near = compare(*dumps, policy, sample=4, tokenizer=None)
     notes = [n for n in near.notes if n.startswith("sampling: ")]
     threshold = policy["drift_warn_rel_rms"]
-    undecided = [m.label for m in r.streams[0].slices if abs(m.rel_rms - threshold) <= 1.96 * m.rel_rms_se]
+    undecided = [m.label for m in r.streams[0].slices if abs(m.rel_rms - threshold) <= t3 * m.rel_rms_se]
     assert worst.label in undecided and len(notes) == len(undecided)
     assert all(f" {label} " in n and "drift_warn_rel_rms" in n for label, n in zip(undecided, notes))
     assert "the sample cannot tell: compare more samples" in format_summary(near)

@@ -30,7 +30,7 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
 @click.option("--strict", is_flag=True, help="Exit 1 on WARN too, not only on FAIL.")
 @click.option("--sample", type=click.IntRange(min=1),
               help="Compare this many paired samples, evenly spread; the result then carries each slice's "
-              "sampling error (± 1.96 standard errors from the spread between samples).")
+              "sampling error (a 95% interval from the spread between samples).")
 @click.option("--max-tokens", type=click.IntRange(min=1),
               help="Compare at most this many aligned token rows: whole samples spread over the dump, the "
               "last one cut (not the first rows); with the sampling error, as --sample.")

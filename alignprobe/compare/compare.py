@@ -29,7 +29,7 @@ from alignprobe.compare.pairing import Segment, pair_samples
 from alignprobe.compare.plan import StreamPlan, plan_streams, train_geometry
 from alignprobe.compare.policy import Policy, resolve_policy
 from alignprobe.compare.result import CompareResult, Finding, SliceMetrics, StreamComparison
-from alignprobe.compare.sampling import Z95, describe, undecided_thresholds
+from alignprobe.compare.sampling import describe, interval_multiplier, undecided_thresholds
 from alignprobe.compare.diagnoses import finding
 from alignprobe.dump import ROLE_DRAFTER_INPUT, ROLE_FINAL, Dump, open_dump
 from alignprobe.dump.readahead import read_ahead
@@ -133,12 +133,13 @@ def compare(
                 f"sampling: {tokens.compared_samples} sample compared: its error cannot be estimated from the "
                 "spread between samples; compare at least 2 (a larger --max-tokens or --sample)"
             )
+        multiplier = interval_multiplier(tokens.compared_samples) if sampled_run else None
         for comparison in comparisons:
             layout = layouts.get(comparison.serve_stream)
             ok = [layout.slice_ok[m.serve_slice] if layout else False for m in comparison.slices]
             comparison.mapping_ok = bool(ok) and all(ok)
             if sampled_run:
-                notes += _undecided_notes(comparison, ok, policy)
+                notes += _undecided_notes(comparison, ok, policy, multiplier)
             findings += numeric_findings(
                 comparison, ok, policy, dataclasses.asdict(tr.provenance), dataclasses.asdict(sv.provenance)
             )
@@ -166,7 +167,8 @@ def compare(
                 "block_bytes": block_bytes,
                 "device": kernels.name,
                 **({"sampling": describe(tokens.compared_samples, tokens.alignable_samples, tokens.aligned_tokens,
-                                         tokens.alignable_tokens)} if sampled_run else {}),
+                                         tokens.alignable_tokens, multiplier),
+                    "interval_multiplier": multiplier} if sampled_run else {}),
             },
             notes=notes,
             elapsed_s=time.perf_counter() - started,
@@ -197,16 +199,16 @@ def _search_mappings(train, serve, plans, segments, sampled, hidden_size, policy
     return out
 
 
-def _undecided_notes(comparison: StreamComparison, slice_ok: list[bool], policy: Policy) -> list[str]:
-    """A note for each mapped slice whose rel-RMS is within Z95 standard errors of a drift threshold."""
+def _undecided_notes(comparison: StreamComparison, slice_ok: list[bool], policy: Policy, multiplier: float) -> list[str]:
+    """A note for each mapped slice whose rel-RMS 95% interval holds a drift threshold."""
     thresholds = {"drift_warn_rel_rms": policy.drift_warn_rel_rms, "drift_fail_rel_rms": policy.drift_fail_rel_rms}
     out = []
     for m, ok in zip(comparison.slices, slice_ok):
-        near = undecided_thresholds(m.rel_rms, m.rel_rms_se, thresholds) if ok else []
+        near = undecided_thresholds(m.rel_rms, m.rel_rms_se, thresholds, multiplier) if ok else []
         if near:
             out.append(
-                f"sampling: {comparison.serve_stream} {m.label} rel-RMS {m.rel_rms:.4g} ± {Z95 * m.rel_rms_se:.2g} "
-                f"is within {Z95} standard errors of {' and '.join(f'{n} {thresholds[n]:g}' for n in near)}: "
+                f"sampling: {comparison.serve_stream} {m.label} rel-RMS {m.rel_rms:.4g} ± {multiplier * m.rel_rms_se:.2g} "
+                f"(95%) holds {' and '.join(f'{n} {thresholds[n]:g}' for n in near)}: "
                 "the sample cannot tell: compare more samples"
             )
     return out

@@ -10,6 +10,10 @@ sqrt(1 - n/N) for n samples compared out of the N that could be:
     SE(Y/X) = sqrt(1 - n/N) * sqrt( sum_i (y_i - R x_i)^2 / (n (n - 1)) ) / mean_i(x_i),   R = sum y / sum x
 
 and SE(rel-RMS) = SE(rel-RMS^2) / (2 rel-RMS) (delta method).
+
+The "±" shown is a 95% interval: the standard error times Student's t quantile with n - 1 degrees
+of freedom, since with few samples the spread is itself uncertain (12.7 at 2 samples, 2.36 at 8,
+1.96 as n grows). A normal 1.96 missed the full value on a 0.58 GB pair (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -18,7 +22,16 @@ import math
 
 import numpy as np
 
-Z95 = 1.96  # a normal 95% interval: the "±" shown next to a sampled metric
+Z95 = 1.96  # the normal 95% quantile: what interval_multiplier tends to with many samples
+
+
+def interval_multiplier(samples: int) -> float:
+    """The 95% interval's half-width in standard errors for ``samples`` compared (NaN below 2)."""
+    if samples < 2:
+        return math.nan
+    from scipy.special import stdtrit  # Student's t quantile; imported only by a sampled run
+
+    return float(stdtrit(samples - 1, 0.975))
 
 
 def spread_order(n: int) -> np.ndarray:
@@ -63,15 +76,17 @@ def rel_rms_se(sample_dd: np.ndarray, sample_aa: np.ndarray, population: int) ->
     return 0.0 if rel_rms == 0 else squared_se / (2.0 * rel_rms)
 
 
-def describe(samples: int, of_samples: int, rows: int, of_rows: int) -> str:
+def describe(samples: int, of_samples: int, rows: int, of_rows: int, multiplier: float) -> str:
     return (
         f"{samples:,} of {of_samples:,} samples, {rows:,} of {of_rows:,} token rows compared; "
-        f"± is {Z95} standard errors from the spread between the compared samples"
+        f"± is a 95% interval, {multiplier:.3g} standard errors (Student's t, {samples - 1} degrees of freedom) "
+        "from the spread between the compared samples"
     )
 
 
-def undecided_thresholds(value: float, se: float | None, thresholds: dict[str, float]) -> list[str]:
-    """Names of the thresholds within Z95 standard errors of ``value``: the sample cannot tell which side."""
-    if se is None or not math.isfinite(se) or not math.isfinite(value):
+def undecided_thresholds(value: float, se: float | None, thresholds: dict[str, float], multiplier: float) -> list[str]:
+    """Names of the thresholds inside the 95% interval ``value ± multiplier * se``: the sample cannot
+    tell which side of them the whole dump lies."""
+    if se is None or not math.isfinite(se) or not math.isfinite(value) or not math.isfinite(multiplier):
         return []
-    return [name for name, t in thresholds.items() if abs(value - t) <= Z95 * se]
+    return [name for name, t in thresholds.items() if abs(value - t) <= multiplier * se]

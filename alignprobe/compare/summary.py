@@ -57,8 +57,9 @@ def _table(result: CompareResult, c: StreamComparison) -> list[str]:
             measured = f"; NOT as expected: {shown}{more}"
     head = f"{c.serve_stream} ({c.role}) vs train {c.train_stream or 'layers'}{measured}"
     rows = _pick(c.slices)
-    # a sampled run shows "± 1.96 SE" after the cosine mean and the rel-RMS; a full run, nothing
+    # a sampled run shows its 95% interval after the cosine mean and the rel-RMS; a full run, nothing
     sampled = any(m.cosine_mean_se is not None or m.rel_rms_se is not None for m in c.slices)
+    multiplier = half_width_multiplier(result)
     pm_head = f"{' ± 95%':<9}" if sampled else ""
     out = [
         head,
@@ -68,8 +69,8 @@ def _table(result: CompareResult, c: StreamComparison) -> list[str]:
     for m in rows:
         bad = m.serve_health.nonfinite_rows + m.serve_health.degenerate_rows
         bad += m.train_health.nonfinite_rows + m.train_health.degenerate_rows
-        cos_pm = _pm(m.cosine_mean_se) if sampled else ""
-        rms_pm = _pm(m.rel_rms_se) if sampled else ""
+        cos_pm = _pm(m.cosine_mean_se, multiplier) if sampled else ""
+        rms_pm = _pm(m.rel_rms_se, multiplier) if sampled else ""
         out.append(
             f"  {m.label:<16}{_f(m.cosine_mean, 6):>10}{cos_pm}{_f(m.cosine_p1, 5):>10}{_g(m.rel_rms):>10}{rms_pm}"
             f"{_f(m.sqnr_db, 1):>9}{_g(m.norm_ratio):>9}{_g(m.max_abs_diff):>10}{bad:>10}"
@@ -96,8 +97,14 @@ def _g(x: float) -> str:
     return f"{x:.3g}" if math.isfinite(x) else str(x)
 
 
-def _pm(se: float | None) -> str:
-    """`` ±1.2e-04`` (Z95 standard errors), 9 wide; ``±?`` where fewer than 2 samples give no estimate."""
-    if se is None or not math.isfinite(se):
+def half_width_multiplier(result: CompareResult) -> float:
+    """Standard errors in the 95% half-width of a sampled result (results saved before the Student t
+    interval carry none: they showed 1.96)."""
+    return float(result.options.get("interval_multiplier", Z95))
+
+
+def _pm(se: float | None, multiplier: float) -> str:
+    """`` ±1.2e-04`` (the 95% half-width), 9 wide; ``±?`` where fewer than 2 samples give no estimate."""
+    if se is None or not math.isfinite(se) or not math.isfinite(multiplier):
         return f"{' ±?':<9}"
-    return f"{' ±' + format(Z95 * se, '.1e'):<9}"
+    return f"{' ±' + format(multiplier * se, '.1e'):<9}"

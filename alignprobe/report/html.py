@@ -17,6 +17,8 @@ from typing import Any, Iterable
 from matplotlib.figure import Figure
 
 from alignprobe.compare.result import SEVERITY_RANK, CompareResult, Finding, MappingSearch, StreamComparison
+from alignprobe.compare.sampling import Z95
+from alignprobe.compare.summary import half_width_multiplier
 
 _BAD_ROW = ' class="ap-bad"'
 _LEFT = ' class="l"'
@@ -66,7 +68,7 @@ def render_html(result: CompareResult, figures: Iterable[tuple[str, Figure]] = (
     for search in result.mappings:
         body += [f"<h2>Mapping of <code>{escape(search.serve_stream)}</code></h2>", mapping_table(search)]
     for pair in result.streams:
-        body += [f"<h2>Per HF index: {_pair_title(pair)}</h2>", layer_table(pair, result.policy)]
+        body += [f"<h2>Per HF index: {_pair_title(pair)}</h2>", layer_table(pair, result.policy, half_width_multiplier(result))]
     figures = list(figures)
     if figures:
         body.append("<h2>Plots</h2>")
@@ -124,8 +126,9 @@ def finding_html(finding: Finding, with_evidence: bool = True) -> str:
     return "\n".join(parts)
 
 
-def layer_table(pair: StreamComparison, policy: dict[str, Any] | None = None) -> str:
-    """One row per compared HF index; rows past the policy's drift warning (cosine p1 or rel-RMS) are shaded."""
+def layer_table(pair: StreamComparison, policy: dict[str, Any] | None = None, multiplier: float = Z95) -> str:
+    """One row per compared HF index; rows past the policy's drift warning (cosine p1 or rel-RMS) are shaded.
+    A sampled run's cosine mean and rel-RMS carry their 95% interval (``multiplier`` standard errors)."""
     if not pair.slices:
         return '<p class="ap-muted">No per-layer numbers: the serve slices are not the train slices they should be (see the mapping above).</p>'
     policy = policy or {}
@@ -142,8 +145,9 @@ def layer_table(pair: StreamComparison, policy: dict[str, Any] | None = None) ->
             f'<td class="l">{escape(s.train_stream)}[{s.train_slice}]</td>',
             f'<td class="l">{escape(s.serve_stream)}[{s.serve_slice}]</td>',
             f"<td>{s.tokens}</td>",
-            *(f"<td>{format_number(v, 5)}</td>" for v in (s.cosine_mean, s.cosine_p1, s.cosine_p5, s.cosine_min)),
-            f"<td>{format_number(s.rel_rms, 3)}</td>",
+            f"<td>{format_number(s.cosine_mean, 5)}{_interval(s.cosine_mean_se, multiplier)}</td>",
+            *(f"<td>{format_number(v, 5)}</td>" for v in (s.cosine_p1, s.cosine_p5, s.cosine_min)),
+            f"<td>{format_number(s.rel_rms, 3)}{_interval(s.rel_rms_se, multiplier)}</td>",
             f"<td>{format_number(s.sqnr_db, 3)}</td>",
             f"<td>{format_number(s.norm_ratio, 4)}</td>",
             f"<td>{format_number(s.max_abs_diff, 3)}</td>",
@@ -152,6 +156,15 @@ def layer_table(pair: StreamComparison, policy: dict[str, Any] | None = None) ->
         rows.append(f"<tr{_BAD_ROW if flagged else ''}>{''.join(cells)}</tr>")
     header = "".join(f"<th{_LEFT if i < 3 else ''}>{h}</th>" for i, h in enumerate(head))
     return f'<table class="ap"><tr>{header}</tr>{"".join(rows)}</table>'
+
+
+def _interval(se: float | None, multiplier: float) -> str:
+    """`` ± 1.2e-04`` after a sampled metric (``± ?`` where fewer than 2 samples give no estimate)."""
+    if se is None:
+        return ""
+    if not (_finite(se) and _finite(multiplier)):
+        return ' <span class="ap-muted">± ?</span>'
+    return f' <span class="ap-muted">± {multiplier * se:.1e}</span>'
 
 
 def mapping_table(search: MappingSearch) -> str:
