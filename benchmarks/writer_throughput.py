@@ -6,7 +6,8 @@ into the same folder (default /dev/shm: memory, so the file system's copy is the
 
     raw        one os.pwrite per stream per batch of a contiguous buffer of the same bytes: what the
                file system takes at best, no dump bookkeeping
-    per-sample PlannedDumpWriter.add once per sample (what capture_hf did before add_batch)
+    per-sample PlannedDumpWriter.add once per sample: the writes capture_hf made before add_batch,
+               one per stream per sample
     batch      PlannedDumpWriter.add_batch once per batch: one os.pwritev per stream of a batch
 
 ``--no-io``: every pwrite/pwritev returns at once, as if written: what is left is the writer's own
@@ -96,7 +97,8 @@ def main() -> None:
     paths = args.paths.split(",")
     shape = ModelShape(args.num_layers, args.hidden, 32000, None)
     aux = resolve_layers("eagle3", args.num_layers)
-    print(f"PlannedDumpWriter into {'nothing (--no-io)' if args.no_io else args.dir or tempfile.gettempdir()}; hidden {args.hidden}, N={args.num_layers}, bf16; "
+    into = "nothing (--no-io)" if args.no_io else args.dir or tempfile.gettempdir()
+    print(f"PlannedDumpWriter into {into}; hidden {args.hidden}, N={args.num_layers}, bf16; "
           f"{args.batches} batches a dump; best of {args.rounds}; {args.threads} write threads; {os.cpu_count()} CPUs")
     print(f"{'layers':7s} {'batch':>9s} {'path':>10s} {'GB':>6s} {'s':>7s} {'ms/batch':>9s} {'GB/s':>6s} {'vs raw':>7s} "
           f"{'vs per-sample':>14s}")

@@ -10,11 +10,11 @@ A dump from :func:`capture_hf` holds these streams (the contract in ../prompts/c
 What each ``layers`` setting writes, for a model of N layers:
 
     all (default)      layers (HF[0..N]), final_prenorm, eagle3_aux, final: N+6 slices of H a token
-    eagle3             final_prenorm, eagle3_aux, final: 5 slices (3 aux). The selected layers are the aux
-                       layers, so ``layers`` would hold ``eagle3_aux``'s bytes again and is not
-                       written; the eagle3_aux claim's note says so, and the provenance's
-                       ``capture.layers`` lists the selection. Any selection equal to the aux layers
-                       (same indices, same order) is written this way.
+    eagle3             final_prenorm, eagle3_aux, final: 5 slices (3 of them aux). The selected
+                       layers are the aux layers, so ``layers`` would hold ``eagle3_aux``'s bytes
+                       again and is not written; the eagle3_aux claim's note says so, and the
+                       provenance's ``capture.layers`` lists the selection. Any selection equal to
+                       the aux layers (same indices, same order) is written this way.
     other HF indices   all four streams
 
 Readers lose nothing: the comparer takes its mapping candidates from every train stream and pairs
@@ -101,7 +101,9 @@ def stream_claims(shape: ModelShape, layers: tuple[int, ...], aux: tuple[int, ..
     aux_note = "EAGLE-3 training view: concat of the aux HF indices"
     streams = {}
     if tuple(layers) != tuple(aux):
-        streams["layers"] = StreamClaim(layers, h, n, dtype, FINAL_NORM_POST, ROLE_LAYERS, "transformers output_hidden_states")
+        streams["layers"] = StreamClaim(
+            layers, h, n, dtype, FINAL_NORM_POST, ROLE_LAYERS, "transformers output_hidden_states"
+        )
     else:
         aux_note += "; also the selected layers, so no separate layers stream was written"
     streams["final_prenorm"] = StreamClaim(

@@ -119,14 +119,16 @@ def test_eagle3_selection_stores_the_aux_concat_once(llama, tmp_path):
     full = capture_hf(llama, prompts, tmp_path / "a.h5", progress=False)
     with open_dump(eagle3) as e, open_dump(full) as a:
         assert set(e.streams) == {"final_prenorm", "eagle3_aux", "final"}  # no layers: it is eagle3_aux again
-        assert e.streams["eagle3_aux"].hf_indices == (2, 4, 5) and "no separate layers stream" in e.streams["eagle3_aux"].note
+        aux = e.streams["eagle3_aux"]
+        assert aux.hf_indices == (2, 4, 5) and "no separate layers stream" in aux.note
         assert e.provenance.capture["layers"] == [2, 4, 5]
         assert {c.hf_index for c in train_candidates(e)} == {2, 4, 5, 8}  # what the mapping search can match
         for p in prompts:
             for name in e.streams:
                 np.testing.assert_array_equal(e.states(p.sample_id, name), a.states(p.sample_id, name))
-            stack = a.states(p.sample_id, "layers").reshape(len(p.token_ids), 9, -1)
-            np.testing.assert_array_equal(e.states(p.sample_id, "eagle3_aux"), stack[:, [2, 4, 5]].reshape(len(p.token_ids), -1))
+            stack = a.states(p.sample_id, "layers").reshape(len(p.token_ids), 9, -1)  # HF[0..8]
+            np.testing.assert_array_equal(e.states(p.sample_id, "eagle3_aux"),
+                                          stack[:, [2, 4, 5]].reshape(len(p.token_ids), -1))
     # Either dump on either side of a comparison: the eagle3 one lacks the other layers, and says so.
     for train, serve in ((eagle3, full), (full, eagle3)):
         result = compare(train, serve)

@@ -36,7 +36,8 @@ def parse_layer_list(value: str | None, what: str = "--layers") -> str | list[in
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
 @click.option("--dtype", default="bf16", show_default=True, help="bf16, fp16 or fp32: the dtype the model runs in.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
-@click.option("--layers", default="all", show_default=True, help="all, eagle3, or HF indices like 2,30,58 (eagle3: no layers stream, eagle3_aux holds them).")
+@click.option("--layers", default="all", show_default=True,
+              help="all, eagle3, or HF indices like 2,30,58 (eagle3: no layers stream, eagle3_aux holds them).")
 @click.option("--aux-layers", default=None, help="HF indices of the EAGLE-3 training view [default: 2,N//2,N-3].")
 @click.option("--batch-size", default=8, show_default=True, type=int)
 @click.option("--padding-side", default="right", show_default=True, type=click.Choice(["right", "left"]))

@@ -167,7 +167,7 @@ class PlannedDumpWriter:
                 parts[name].append(a[i, first:stop])
             next_row = row + len(ids)
         self._write(runs)
-        self._done(sample_ids, sum(len(s[4]) for s in samples))
+        self._done(sample_ids, sum(len(ids) for *_, ids in samples))
 
     def flush(self) -> None:
         """Make the samples added so far durable: data first, then their journal lines."""
