@@ -8,7 +8,6 @@ with the files evicted from the page cache before each run (``--cache warm`` to 
   library  ``alignprobe.compare.compare(train, serve)`` (numpy, a block's slice pairs in parallel threads)
   lib_seq  the same with read-ahead off (READ_AHEAD_BLOCKS = 0): reading and measuring in turn
   lib_1t   the same with one metrics thread (numpy_kernels.MAX_THREADS = 1)
-  no_pf    the same without read-ahead advice to the OS (alignprobe/dump/prefetch.py off)
   cuda     ``compare(train, serve, device="cuda")``: bits uploaded and measured on the GPU
   cli      ``alignprobe compare --train-dump ... --serve-dump ... --json ...``
 
@@ -103,7 +102,6 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     "library": ({}, {}),
     "lib_seq": ({}, {"alignprobe.compare.compare:READ_AHEAD_BLOCKS": 0}),
     "lib_1t": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 1}),
-    "no_pf": ({}, {"alignprobe.dump.prefetch:ENABLED": False}),
     "cuda": ({"device": "cuda"}, {}),
 }
 

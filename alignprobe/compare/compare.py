@@ -42,7 +42,6 @@ DEFAULT_MAPPING_TOKENS = 2048
 MAPPING_BYTES = 512 << 20
 MIN_MAPPING_ROWS = 128
 READ_AHEAD_BLOCKS = 2  # blocks read in a background thread ahead of the metrics (0: read in turn)
-PREFETCH_BYTES = 128 << 20  # stored bytes the OS is asked to read ahead of the reads (dump/prefetch.py)
 
 
 def compare(
@@ -397,38 +396,18 @@ def _measure(
         default=1,
     )
     block_rows = max(chunk_rows, block_bytes // max(1, row_bytes) // chunk_rows * chunk_rows)
-    stored_row_bytes = sum(
-        d.dataset(s).shape[1] * d.dataset(s).dtype.itemsize
-        for d, names in ((serve, serve_streams), (train, train_streams)) for s in names
-    )
-    ahead_rows = max(block_rows, PREFETCH_BYTES // max(1, stored_row_bytes))
-    advised = {"run": -1, "serve": 0, "train": 0}  # the run being read, rows advised so far per side
     H = hidden_size
 
-    def advise(side: str, dump: Dump, names: list[str], rows: slice, run_stop: int) -> None:
-        """Ask the OS for the rows after this block, up to ahead_rows, before they are read."""
-        first = max(advised[side], rows.stop)
-        last = min(run_stop, rows.stop + ahead_rows)
-        if last - first >= block_rows or (last == run_stop and last > first):
-            for name in names:
-                dump.prefetch(name, first, last)
-            advised[side] = last
-
-    def read_block(positions: np.ndarray, samples: np.ndarray | None, serve_rows: slice, train_rows: slice,
-                   run: int, serve_stop: int, train_stop: int):
+    def read_block(positions: np.ndarray, samples: np.ndarray | None, serve_rows: slice, train_rows: slice):
         # The read-ahead thread only reads (the raw read is the limit); loading (the widening on the
         # CPU, the upload to a GPU) is done by the measuring side.
-        if run != advised["run"]:  # a new run of contiguous rows (read thread only: no lock needed)
-            advised.update(run=run, serve=serve_rows.start, train=train_rows.start)
-        advise("serve", serve, serve_streams, serve_rows, serve_stop)
-        advise("train", train, train_streams, train_rows, train_stop)
         served = {s: serve.read_raw(s, serve_rows.start, serve_rows.stop) for s in serve_streams}
         trained = {s: train.read_raw(s, train_rows.start, train_rows.stop) for s in train_streams}
         return positions, samples, served, trained
 
     def block_reads():
         first_sample = 0  # the number of the run's first segment
-        for run_number, run in enumerate(_runs(segments)):
+        for run in _runs(segments):
             positions = np.concatenate([s.position + np.arange(s.length) for s in run])
             samples = None
             if per_sample:
@@ -444,9 +423,6 @@ def _measure(
                     None if samples is None else samples[start:stop],
                     slice(v0 + start, v0 + stop),
                     slice(t0 + start, t0 + stop),
-                    run_number,
-                    v0 + total,
-                    t0 + total,
                 )
 
     # The next block is read while this one is measured (benchmarks/compare_throughput.py).

@@ -145,12 +145,6 @@ def search_mappings(
     sums = [np.zeros((4, k, n)) for k in widths]  # cosine sum, rows both usable, serve / train ||x||^2
     searched = [(r, k, acc) for r, k, acc in zip(requests, widths, sums) if k]
     group_rows = max(16, min(GROUP_ROWS, GROUP_BYTES // (4 * max(1, sum(widths)) * hidden_size)))
-    if searched:  # the windows are scattered: let the OS fetch them all at once (dump/prefetch.py)
-        for (t0, t1), (v0, v1) in zip(sampled.train_ranges, sampled.serve_ranges):
-            for r, k, _ in searched:
-                serve.prefetch(r.serve_stream, v0, v1, slice(0, k * hidden_size))
-            for cand in candidates:
-                train.prefetch(cand.stream, t0, t1, slice(cand.slice * hidden_size, (cand.slice + 1) * hidden_size))
     for train_ranges, serve_ranges in _groups(sampled, group_rows) if searched else ():
         units = [
             kernels.serve_units(

@@ -9,7 +9,6 @@ from typing import Iterator, Sequence
 import h5py
 import numpy as np
 
-from alignprobe.dump.prefetch import Prefetcher
 from alignprobe.dump.encoding import ENCODING_BF16_BITS, ENCODING_NATIVE, STORAGE_DTYPE, from_storage
 from alignprobe.dump.schema import (
     FINAL_NORM_POST,
@@ -48,7 +47,6 @@ class Dump:
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
         self.notes: list[str] = []  # what the reader had to fill in for an older or hand-written file
-        self._prefetcher: Prefetcher | None = None
         self._file = _open_hdf5(self.path)
         try:
             self._load()
@@ -214,13 +212,6 @@ class Dump:
         """Flat tokens ``[start, stop)`` of a stream, widened to float32 (exactly)."""
         return from_storage(self.read_raw(stream, start, stop, columns), self._encodings[stream])
 
-    def prefetch(self, stream: str, start: int, stop: int, columns: slice | None = None) -> None:
-        """Ask the OS to start reading rows ``[start, stop)`` of a stream now, for a :meth:`read` soon
-        (returns at once; alignprobe/dump/prefetch.py)."""
-        if self._prefetcher is None:
-            self._prefetcher = Prefetcher(self.path)
-        self._prefetcher.rows(self.dataset(stream), start, stop, columns)
-
     def read_raw(self, stream: str, start: int, stop: int, columns: slice | None = None) -> np.ndarray:
         """As :meth:`read`, in the stored encoding (:meth:`encoding`: bfloat16 as uint16 bits)."""
         self._claim(stream)
@@ -266,8 +257,6 @@ class Dump:
             raise BadInput(f"{self.path}: cannot read the file, it is damaged ({first_line(exc)})") from None
 
     def close(self) -> None:
-        if self._prefetcher is not None:
-            self._prefetcher.close()
         self._file.close()
 
     def __enter__(self) -> "Dump":
