@@ -36,6 +36,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from alignprobe.errors import AlignprobeError
+
 # The sink receives what submit() was given: the caller's key (e.g. the batch's sample ids) and
 # the states as host tensors. The tensors are the sink's to keep: they are never written again.
 Sink = Callable[[Any, dict[str, torch.Tensor]], None]
@@ -176,4 +178,6 @@ class StateOffloader:
     def _raise_if_failed(self) -> None:
         # Sticky: once the sink failed, every later call says so (the dump is missing batches).
         if self._error is not None:
+            if isinstance(self._error, (AlignprobeError, OSError)):  # the user's or the machine's: as it is
+                raise self._error
             raise RuntimeError(f"the offload sink failed: {self._error}") from self._error

@@ -355,3 +355,32 @@ def test_saved_deepseek_model_dir_loads_the_same_model(tmp_path):
     ids = tokenizer("same weights?")["input_ids"]
     for mine, theirs in zip(reference_states(model, ids), reference_states(reference, ids)):
         np.testing.assert_array_equal(mine, theirs)
+
+
+def test_full_disk_is_one_line_exit_2_and_the_capture_resumes(model_dir, tmp_path, monkeypatch):
+    import errno
+
+    import alignprobe.dump.planned_writer as planned_writer
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"p{i}", "input_ids": [1, 2, 3 + i]}) + "\n" for i in range(4)))
+    out = tmp_path / "o.h5"
+    real = planned_writer.pwrite_all
+
+    def full_after_two(fd, buffers, offset, calls=[0]):
+        calls[0] += 1
+        if calls[0] > 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(planned_writer, "pwrite_all", full_after_two)
+    args = ("capture", "hf", "--model", model_dir, "--prompts", prompts, "--out", out, "--batch-size", "1")
+    r = run_cli_here(*args)
+    assert r.exit_code == 2, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("alignprobe:")]
+    assert len(lines) == 1 and "No space left on device" in lines[0] and "--resume" in lines[0]
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    monkeypatch.setattr(planned_writer, "pwrite_all", real)
+    assert run_cli_here(*args, "--resume").exit_code == 0
+    with open_dump(out) as d:
+        assert d.sample_ids == ["p0", "p1", "p2", "p3"]

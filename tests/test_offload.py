@@ -71,19 +71,22 @@ def test_submit_blocks_while_the_sink_is_behind():
     assert handled == [0, 1, 2, 3]
 
 
-def test_a_failing_sink_is_reported_to_the_caller():
+@pytest.mark.parametrize("error, raised", [(OSError("disk full"), OSError), (ValueError("disk full"), RuntimeError)])
+def test_a_failing_sink_is_reported_to_the_caller(error, raised):
+    # The machine's errors (OSError) and the user's (BadInput) come back as they are, for the CLI
+    # to print as one line; anything else is wrapped, naming the sink.
     def sink(ids, states):
         if ids == 1:
-            raise OSError("disk full")
+            raise error
 
     off = StateOffloader(sink)
     off.submit(0, {"x": torch.zeros(2)})
     off.submit(1, {"x": torch.zeros(2)})
-    with pytest.raises(RuntimeError, match="disk full"):
+    with pytest.raises(raised, match="disk full"):
         off.drain()
-    with pytest.raises(RuntimeError, match="disk full"):
+    with pytest.raises(raised, match="disk full"):
         off.submit(2, {"x": torch.zeros(2)})
-    with pytest.raises(RuntimeError, match="disk full"):
+    with pytest.raises(raised, match="disk full"):
         off.close()
 
 

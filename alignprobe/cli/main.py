@@ -1,10 +1,11 @@
 """``alignprobe``: the click group, and the one place errors become exit codes.
 
-Exit codes (README.md): 0 pass, 1 fail, 2 bad input or usage, 3 a bug in alignprobe.
+Exit codes (README.md): 0 pass, 1 fail, 2 bad input or usage (or a full disk, a permission), 3 a bug in alignprobe.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -33,6 +34,13 @@ class _Group(click.Group):
         except AlignprobeError as exc:
             click.echo(f"alignprobe: {exc}", err=True)
             code = exc.exit_code
+        except OSError as exc:
+            if not _is_environment_error(exc):
+                raise
+            # The machine, not alignprobe: say what failed; a capture's finished samples are kept.
+            click.echo(f"alignprobe: {_oserror_line(exc)}: free space or fix the permissions, then run again "
+                       "(a capture continues with --resume)", err=True)
+            code = EXIT_BAD_INPUT
         except Exception as exc:  # noqa: BLE001 - a bug of ours, still one line unless asked
             if os.environ.get("ALIGNPROBE_DEBUG"):
                 raise
@@ -42,6 +50,21 @@ class _Group(click.Group):
             )
             code = EXIT_BUG
         sys.exit(code or 0)
+
+
+# A full disk, a quota, a read-only file system, a permission: the machine's state, not a bug.
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
+
+
+def _is_environment_error(exc: OSError) -> bool:
+    # h5py reports a failed write with the errno in its message only ("errno = 28, ...").
+    text = str(exc)
+    return exc.errno in _ENVIRONMENT_ERRNOS or any(f"errno = {n}," in text for n in _ENVIRONMENT_ERRNOS)
+
+
+def _oserror_line(exc: OSError) -> str:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"{exc.strerror or str(exc).splitlines()[0]}{where}"
 
 
 # Each command's module is imported only when that command runs: the capture and import commands
