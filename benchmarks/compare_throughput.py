@@ -9,7 +9,6 @@ with the files evicted from the page cache before each run (``--cache warm`` to 
   lib_seq  the same with read-ahead off (READ_AHEAD_BLOCKS = 0): reading and measuring in turn
   lib_1t   the same with one metrics thread (numpy_kernels.MAX_THREADS = 1)
   cuda     ``compare(train, serve, device="cuda")``: bits uploaded and measured on the GPU
-  h5py     the library with every read through h5py (dump/chunk_reader.py off)
   cli      ``alignprobe compare --train-dump ... --serve-dump ... --json ...``
 
 (``--variants`` picks which; raw always runs)
@@ -104,7 +103,6 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     "lib_seq": ({}, {"alignprobe.compare.compare:READ_AHEAD_BLOCKS": 0}),
     "lib_1t": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 1}),
     "cuda": ({"device": "cuda"}, {}),
-    "h5py": ({}, {"alignprobe.dump.chunk_reader:DIRECT": False}),
 }
 
 

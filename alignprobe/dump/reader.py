@@ -9,7 +9,6 @@ from typing import Iterator, Sequence
 import h5py
 import numpy as np
 
-from alignprobe.dump.chunk_reader import ChunkReader
 from alignprobe.dump.encoding import ENCODING_BF16_BITS, ENCODING_NATIVE, STORAGE_DTYPE, from_storage
 from alignprobe.dump.schema import (
     FINAL_NORM_POST,
@@ -48,7 +47,6 @@ class Dump:
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
         self.notes: list[str] = []  # what the reader had to fill in for an older or hand-written file
-        self._chunks: ChunkReader | None = None  # parallel whole-chunk reads (dump/chunk_reader.py)
         self._file = _open_hdf5(self.path)
         try:
             self._load()
@@ -218,11 +216,6 @@ class Dump:
         """As :meth:`read`, in the stored encoding (:meth:`encoding`: bfloat16 as uint16 bits)."""
         self._claim(stream)
         ds = self._datasets[stream]
-        if self._chunks is None:
-            self._chunks = ChunkReader(self.path)
-        direct = self._guarded(lambda: self._chunks.read(ds, start, stop, columns))
-        if direct is not None:
-            return direct
         key = (slice(start, stop), columns if columns is not None else slice(None))
         return self._guarded(lambda: ds[key])
 
@@ -264,8 +257,6 @@ class Dump:
             raise BadInput(f"{self.path}: cannot read the file, it is damaged ({first_line(exc)})") from None
 
     def close(self) -> None:
-        if self._chunks is not None:
-            self._chunks.close()
         self._file.close()
 
     def __enter__(self) -> "Dump":
