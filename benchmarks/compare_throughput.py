@@ -15,6 +15,9 @@ with the files evicted from the page cache before each run (``--cache warm`` to 
 
 and prints throughput (stored bytes of both dumps / seconds), the ratio to raw, and peak RSS.
 
+``--profile`` shows where compare's time goes instead (the pass, its waits for the reading thread,
+that thread's time inside reads, the mapping search beside it).
+
 ``--mapping`` measures the mapping search instead: a train dump holding all N+1 = 62 HF indices
 (``layers``) plus the drafter streams against a serve drafter_input of k = 3 slices, searched on
 a growing number of sampled rows, with the error of each sample against the search on all rows;
@@ -80,6 +83,60 @@ print(json.dumps({"seconds": seconds, "peak_mb": peak_rss_mb(), "verdict": resul
                   "multiplier": result.options.get("interval_multiplier")}))
 """
 
+PROFILE_CHILD = """
+import importlib, json, sys, threading, time
+from alignprobe.dump.reader import Dump
+C = importlib.import_module("alignprobe.compare.compare")
+busy = {"read-ahead": 0.0, "mapping": 0.0, "main": 0.0}
+marks = {}
+read_raw = Dump.read_raw
+def timed_read_raw(self, *args, **kwargs):
+    t0 = time.perf_counter()
+    try:
+        return read_raw(self, *args, **kwargs)
+    finally:
+        name = threading.current_thread().name
+        key = "read-ahead" if "read-ahead" in name else "mapping" if "mapping" in name else "main"
+        busy[key] += time.perf_counter() - t0
+Dump.read_raw = timed_read_raw
+def wrapped(name, fn):
+    def call(*args, **kwargs):
+        marks[name + "_start"] = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            marks[name + "_end"] = time.perf_counter()
+    return call
+C._measure = wrapped("pass", C._measure)
+C._search_mappings = wrapped("mapping", C._search_mappings)
+waits = [0.0]
+read_ahead = C.read_ahead
+def timed_read_ahead(loads, depth):
+    it = read_ahead(loads, depth)
+    while True:
+        t0 = time.perf_counter()
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        waits[0] += time.perf_counter() - t0
+        yield item
+C.read_ahead = timed_read_ahead
+t0 = time.perf_counter()
+C.compare(sys.argv[1], sys.argv[2], tokenizer=None)
+total = time.perf_counter() - t0
+print(json.dumps({
+    "seconds": total,
+    "before_pass": marks["pass_start"] - t0,
+    "pass": marks["pass_end"] - marks["pass_start"],
+    "pass_waiting_for_reads": waits[0],
+    "reading_thread_reading": busy["read-ahead"],
+    "mapping": marks["mapping_end"] - marks["mapping_start"],
+    "mapping_reading": busy["mapping"],
+    "after_pass": t0 + total - marks["pass_end"],
+}))
+"""
+
 CLI_CHILD = """
 import json, resource, subprocess, sys, time
 t0 = time.perf_counter()
@@ -134,6 +191,25 @@ def throughput(sizes: list[float], folder: str, cache: str, repeats: int, varian
         print(f"        ({facts['tokens']} tokens, {facts['samples']} samples a dump, pair written in {facts['seconds']:.0f} s)")
         for p in (train, serve):
             os.remove(p)
+
+
+def profile(sizes: list[float], folder: str, cache: str) -> None:
+    """Where compare's time goes: the streaming pass, how long it waited for the reading thread, how
+    long that thread spent inside reads, and the mapping search beside it (seconds, one run each)."""
+    print(f"{'GB/dump':>7s} {'raw s':>6s} {'compare s':>9s} {'before':>7s} {'pass':>6s} {'waiting':>8s} "
+          f"{'reading':>8s} {'mapping':>8s} {'its reads':>9s} {'after':>6s}")
+    for gb in sizes:
+        train, serve = os.path.join(folder, f"train-{gb:g}.h5"), os.path.join(folder, f"serve-{gb:g}.h5")
+        write_pair(train, serve, tokens_for(gb))
+        _prepare([train, serve], cache)
+        raw = run_child(RAW_CHILD, train, serve)
+        _prepare([train, serve], cache)
+        p = run_child(PROFILE_CHILD, train, serve)
+        print(f"{gb:7g} {raw['seconds']:6.2f} {p['seconds']:9.2f} {p['before_pass']:7.2f} {p['pass']:6.2f} "
+              f"{p['pass_waiting_for_reads']:8.2f} {p['reading_thread_reading']:8.2f} {p['mapping']:8.2f} "
+              f"{p['mapping_reading']:9.2f} {p['after_pass']:6.2f}", flush=True)
+        for path in (train, serve):
+            os.remove(path)
 
 
 def mapping_cost(gigabytes: float, folder: str, cache: str, devices: list[str]) -> None:
@@ -233,6 +309,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--variants", default="library,lib_seq,lib_1t,cli",
                    help=f"comma separated, of {', '.join([*VARIANTS, 'cli'])} (raw always runs)")
+    p.add_argument("--profile", action="store_true",
+                   help="where compare's time goes at each --sizes: pass, waiting for reads, reading, mapping")
     p.add_argument("--mapping", action="store_true", help="measure the mapping search and token sampling instead")
     p.add_argument("--devices", default="cpu", help="--mapping: devices to search on, e.g. cpu,cuda")
     p.add_argument("--mapping-gb", type=float, default=2.0, help="size of the all-layers train dump")
@@ -243,7 +321,9 @@ def main() -> None:
     folder = args.dir or tempfile.mkdtemp(prefix="alignprobe-bench-")
     os.makedirs(folder, exist_ok=True)
     try:
-        if args.sampling:
+        if args.profile:
+            profile([float(x) for x in args.sizes.split(",")], folder, args.cache)
+        elif args.sampling:
             sampling_error(args.sampling_gb, folder, args.cache)
         elif args.mapping:
             mapping_cost(args.mapping_gb, folder, args.cache, args.devices.split(","))
