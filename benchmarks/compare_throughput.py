@@ -108,7 +108,14 @@ def wrapped(name, fn):
             marks[name + "_end"] = time.perf_counter()
     return call
 C._measure = wrapped("pass", C._measure)
-C._search_mappings = wrapped("mapping", C._search_mappings)
+feeding = [0.0]
+feed = C._feed
+def timed_feed(*args):
+    t0 = time.perf_counter()
+    feed(*args)
+    feeding[0] += time.perf_counter() - t0
+C._feed = timed_feed
+C.read_into = wrapped("own_search", C.read_into)
 waits = [0.0]
 read_ahead = C.read_ahead
 def timed_read_ahead(loads, depth):
@@ -131,8 +138,9 @@ print(json.dumps({
     "pass": marks["pass_end"] - marks["pass_start"],
     "pass_waiting_for_reads": waits[0],
     "reading_thread_reading": busy["read-ahead"],
-    "mapping": marks["mapping_end"] - marks["mapping_start"],
-    "mapping_reading": busy["mapping"],
+    "mapping_fed": feeding[0],
+    "mapping_own": marks.get("own_search_end", 0.0) - marks.get("own_search_start", 0.0),
+    "mapping_reading": busy["mapping"] + busy["main"],
     "after_pass": t0 + total - marks["pass_end"],
 }))
 """
@@ -195,9 +203,10 @@ def throughput(sizes: list[float], folder: str, cache: str, repeats: int, varian
 
 def profile(sizes: list[float], folder: str, cache: str) -> None:
     """Where compare's time goes: the streaming pass, how long it waited for the reading thread, how
-    long that thread spent inside reads, and the mapping search beside it (seconds, one run each)."""
+    long that thread spent inside reads, and the mapping search: fed from the pass's blocks (time
+    in the pass's thread), or reading its own rows beside it (seconds, one run each)."""
     print(f"{'GB/dump':>7s} {'raw s':>6s} {'compare s':>9s} {'before':>7s} {'pass':>6s} {'waiting':>8s} "
-          f"{'reading':>8s} {'mapping':>8s} {'its reads':>9s} {'after':>6s}")
+          f"{'reading':>8s} {'map fed':>8s} {'map own':>8s} {'map reads':>9s} {'after':>6s}")
     for gb in sizes:
         train, serve = os.path.join(folder, f"train-{gb:g}.h5"), os.path.join(folder, f"serve-{gb:g}.h5")
         write_pair(train, serve, tokens_for(gb))
@@ -206,8 +215,8 @@ def profile(sizes: list[float], folder: str, cache: str) -> None:
         _prepare([train, serve], cache)
         p = run_child(PROFILE_CHILD, train, serve)
         print(f"{gb:7g} {raw['seconds']:6.2f} {p['seconds']:9.2f} {p['before_pass']:7.2f} {p['pass']:6.2f} "
-              f"{p['pass_waiting_for_reads']:8.2f} {p['reading_thread_reading']:8.2f} {p['mapping']:8.2f} "
-              f"{p['mapping_reading']:9.2f} {p['after_pass']:6.2f}", flush=True)
+              f"{p['pass_waiting_for_reads']:8.2f} {p['reading_thread_reading']:8.2f} {p['mapping_fed']:8.2f} "
+              f"{p['mapping_own']:8.2f} {p['mapping_reading']:9.2f} {p['after_pass']:6.2f}", flush=True)
         for path in (train, serve):
             os.remove(path)
 

@@ -166,3 +166,45 @@ def test_wide_serve_streams_sample_fewer_rows_and_say_so(tmp_path, samples, trai
     ms = r.mappings[0]
     assert ms.tokens_sampled <= 100 < 6 * 40 and "windows" in ms.sampling
     assert ms.measured == [f"HF[{i}]" for i in range(N + 1)] and r.verdict == "PASS"
+
+
+def test_the_pass_feeds_the_search_the_same_rows_it_would_read(tmp_path, monkeypatch):
+    """Train and serve both hold final + eagle3_aux: the pass reads every stream the search needs,
+    so the search takes its rows from the pass's blocks, and finds what its own reads would find.
+    Where the train side has streams the pass does not read (a layers stack), the search reads."""
+    import importlib
+
+    from alignprobe.compare.kernels import kernels_for
+    from alignprobe.compare.mapping import MappingRequest, search_mappings
+    from alignprobe.compare.pairing import pair_samples
+    from compare_helpers import train_states, train_streams
+
+    samples = make_samples(num=7, lengths=[90, 31, 250, 64, 129, 7, 300])
+    kept = ("eagle3_aux", "final")
+    train = write_dump(tmp_path / "t.h5", samples, {n: c for n, c in train_streams().items() if n in kept},
+                       lambda hf, pre, sid: {k: v for k, v in train_states(hf, pre).items() if k in kept})
+    serve = write_dump(tmp_path / "s.h5", samples, {n: c for n, c in train_streams().items() if n in kept},
+                       lambda hf, pre, sid: {"eagle3_aux": hf[:, list(AUX)].reshape(len(hf), -1) * 1.01, "final": hf[:, N]})
+    entry = importlib.import_module("alignprobe.compare.compare")
+    own_reads = []
+    real_read_into = entry.read_into
+    monkeypatch.setattr(entry, "read_into", lambda *a: (own_reads.append(a), real_read_into(*a)))
+    # small blocks and few mapping rows: windows straddle blocks and samples
+    r = compare(train, serve, tokenizer=None, block_bytes=1 << 12, mapping_tokens=200)
+    assert own_reads == []  # no search read rows of its own
+    with open_dump(train) as tr, open_dump(serve) as sv:
+        _, segments = pair_samples(tr, sv)
+        sampled = sample_rows(segments, 200)
+        want = search_mappings(tr, sv, [MappingRequest("eagle3_aux", [], "drafter_input"),
+                                        MappingRequest("final", [], "final")], H, train_candidates(tr), sampled,
+                               tie_cosine=1e-4, kernels=kernels_for("cpu"))
+    for got, w in zip(sorted(r.mappings, key=lambda m: m.serve_stream), sorted(want, key=lambda m: m.serve_stream)):
+        assert got.tokens_sampled == w.tokens_sampled == sampled.rows
+        # the same rows, summed in other groups (float32 products): equal to float32 rounding
+        np.testing.assert_allclose(got.cosine, w.cosine, atol=1e-6)
+        np.testing.assert_allclose(got.norm_ratio, w.norm_ratio, rtol=1e-6)
+    aux = next(m for m in r.mappings if m.serve_stream == "eagle3_aux")
+    assert [m.best_label for m in aux.matches] == [f"HF[{i}]" for i in AUX]
+
+    compare(write_train(tmp_path / "all.h5", samples), serve, tokenizer=None)  # a layers stack: read beside
+    assert len(own_reads) == 1

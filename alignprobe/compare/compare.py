@@ -7,6 +7,7 @@ large blocks, feeds every slice's metrics; then the diagnoses and the verdict.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -23,7 +24,7 @@ from alignprobe.compare.diagnoses.layout import Layout, layout_findings, width_f
 from alignprobe.compare.diagnoses.numeric import numeric_findings
 from alignprobe.compare.diagnoses.tokens import token_findings
 from alignprobe.compare.kernels import Kernels, kernels_for
-from alignprobe.compare.mapping import MappingRequest, sample_rows, search_mappings, train_candidates
+from alignprobe.compare.mapping import MappingRequest, MappingSums, read_into, sample_rows, train_candidates
 from alignprobe.compare.metrics import SliceAccumulator
 from alignprobe.compare.pairing import Segment, pair_samples
 from alignprobe.compare.plan import StreamPlan, plan_streams, train_geometry
@@ -42,6 +43,7 @@ DEFAULT_MAPPING_TOKENS = 2048
 MAPPING_BYTES = 512 << 20
 MIN_MAPPING_ROWS = 128
 READ_AHEAD_BLOCKS = 2  # blocks read in a background thread ahead of the metrics (0: read in turn)
+MAX_FEEDING = 4  # blocks waiting for the mapping searches' thread, at most
 
 
 def compare(
@@ -101,16 +103,23 @@ def compare(
         sampled_run = tokens.aligned_tokens < tokens.alignable_tokens
         population = tokens.alignable_samples if sampled_run else None
         # The mapping search and the streaming pass are independent (the pass measures the expected
-        # pairs; the search says whether they are the right ones): the search runs in a thread
-        # beside the pass, which hides its fixed cost (benchmarks/compare_throughput.py).
+        # pairs; the search says whether they are the right ones). Where the pass reads every stream
+        # a search needs, it feeds the search its sampled rows from its own blocks; the other
+        # searches read their rows in a thread beside the pass. Read twice, those rows cost their
+        # reads twice: h5py reads one call at a time (benchmarks/README.md, the profile).
+        measured = [p for p in plans if p.width_ok]
+        searches = _mapping_sums(tr, sv, plans, segments, sampled, hidden_size, kernels)
+        pass_serve = {p.serve_stream for p in measured if any(e is not None for e in p.expected)}
+        pass_train = {e[0] for p in measured for e in p.expected if e is not None}
+        fed = [m for m in searches if m.serve_streams <= pass_serve and m.train_streams <= pass_train]
+        own = [m for m in searches if m not in fed]
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-mapping") as pool:
-            search = pool.submit(_search_mappings, tr, sv, plans, segments, sampled, hidden_size, policy, kernels)
+            reading = pool.submit(lambda: [read_into(m, tr, sv) for m in own])
             try:
-                comparisons = _measure(
-                    tr, sv, [p for p in plans if p.width_ok], segments, hidden_size, block_bytes, kernels, population
-                )
+                comparisons = _measure(tr, sv, measured, segments, hidden_size, block_bytes, kernels, population, fed)
             finally:
-                searches = search.result()
+                reading.result()
+        searches = {ms.serve_stream: ms for m in searches for ms in m.results(sv, policy.mapping_tie_cosine)}
         mappings, layouts = [], {}
         for plan in plans:
             if plan.num_slices == 0:
@@ -175,27 +184,23 @@ def compare(
         )
 
 
-def _search_mappings(train, serve, plans, segments, sampled, hidden_size, policy, kernels) -> dict:
-    """The mapping search of every sliceable serve stream, by name. Streams searched on the same rows
-    are searched together (each candidate read once for all of them); a very wide stream gets fewer
-    rows, since its work grows with slices x candidates x rows."""
+def _mapping_sums(train, serve, plans, segments, sampled, hidden_size, kernels) -> list[MappingSums]:
+    """The mapping searches of every sliceable serve stream, still to be fed. Streams searched on the
+    same rows are searched together (each candidate read once for all of them); a very wide stream
+    gets fewer rows, since its work grows with slices x candidates x rows."""
     if not sampled.rows:
-        return {}
+        return []
     candidates = train_candidates(train)
     by_rows: dict[int, list[StreamPlan]] = {}
     for plan in plans:
         if plan.num_slices:
             rows = max(MIN_MAPPING_ROWS, MAPPING_BYTES // (4 * hidden_size * plan.num_slices))
             by_rows.setdefault(min(rows, sampled.rows), []).append(plan)
-    out = {}
+    out = []
     for rows, group in by_rows.items():
         requests = [MappingRequest(p.serve_stream, p.expected_labels, p.role) for p in group]
         rows_used = sampled if rows >= sampled.rows else sample_rows(segments, rows)
-        found = search_mappings(
-            train, serve, requests, hidden_size, candidates, rows_used, tie_cosine=policy.mapping_tie_cosine,
-            kernels=kernels,
-        )
-        out.update({ms.serve_stream: ms for ms in found})
+        out.append(MappingSums(serve, requests, hidden_size, candidates, rows_used, kernels))
     return out
 
 
@@ -372,9 +377,11 @@ def _measure(
     block_bytes: int,
     kernels: Kernels,
     population: int | None = None,
+    mapping: list[MappingSums] = (),
 ) -> list[StreamComparison]:
     """The streaming pass. ``population``: samples the compared ones were chosen from, when rows were
-    left out: each row then carries its sample's number, for the standard errors."""
+    left out: each row then carries its sample's number, for the standard errors. ``mapping``:
+    searches whose streams the pass reads: each is fed the rows of its windows from the blocks."""
     max_position = max((s.position + s.length for s in segments), default=1)
     per_sample = len(segments) if population is not None else 0
     pairs = [
@@ -403,7 +410,7 @@ def _measure(
         # CPU, the upload to a GPU) is done by the measuring side.
         served = {s: serve.read_raw(s, serve_rows.start, serve_rows.stop) for s in serve_streams}
         trained = {s: train.read_raw(s, train_rows.start, train_rows.stop) for s in train_streams}
-        return positions, samples, served, trained
+        return positions, samples, served, trained, serve_rows.start, train_rows.start
 
     def block_reads():
         first_sample = 0  # the number of the run's first segment
@@ -426,16 +433,30 @@ def _measure(
                 )
 
     # The next block is read while this one is measured (benchmarks/compare_throughput.py).
-    for pos, samples, served, trained in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
-        served = {s: kernels.load(raw, serve.encoding(s)) for s, raw in served.items()}
-        trained = {s: kernels.load(raw, train.encoding(s)) for s, raw in trained.items()}
-        terms = kernels.row_terms([
-            (trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H],
-             served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H])
-            for p in pairs
-        ])
-        for p, t in zip(pairs, terms):
-            p.acc.add(t, pos, samples)
+    # The mapping searches' share of a block is computed in a thread of its own, beside the metrics.
+    feeder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-mapping-feed")
+    feeding: collections.deque[concurrent.futures.Future] = collections.deque()
+    try:
+        for pos, samples, served, trained, v0, t0 in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
+            served = {s: kernels.load(raw, serve.encoding(s)) for s, raw in served.items()}
+            trained = {s: kernels.load(raw, train.encoding(s)) for s, raw in trained.items()}
+            for search in mapping:
+                pieces = _window_pieces(search, v0, t0, len(pos))
+                if pieces:
+                    feeding.append(feeder.submit(_feed, search, pieces, served, trained, t0))
+            while len(feeding) > MAX_FEEDING:  # each holds its block: bound the memory
+                feeding.popleft().result()
+            terms = kernels.row_terms([
+                (trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H],
+                 served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H])
+                for p in pairs
+            ])
+            for p, t in zip(pairs, terms):
+                p.acc.add(t, pos, samples)
+        while feeding:
+            feeding.popleft().result()
+    finally:
+        feeder.shutdown(cancel_futures=True)
     out = []
     for plan in plans:
         sclaim = serve.streams[plan.serve_stream]
@@ -464,6 +485,24 @@ def _measure(
             )
         out.append(comparison)
     return out
+
+
+def _window_pieces(search: MappingSums, v0: int, t0: int, n: int) -> list[tuple[int, int]]:
+    """The train rows ``[first, last)`` of ``search``'s windows that a block of ``n`` rows holds
+    (serve rows v0.., train rows t0..)."""
+    pieces = []
+    for (tw0, tw1), (vw0, _) in zip(search.sampled.train_ranges, search.sampled.serve_ranges):
+        first, last = max(t0, tw0), min(t0 + n, tw1)
+        if first < last and vw0 - tw0 == v0 - t0:  # in this block, aligned as in the block
+            pieces.append((first, last))
+    return pieces
+
+
+def _feed(search: MappingSums, pieces: list[tuple[int, int]], served: dict, trained: dict, t0: int) -> None:
+    """Give ``search`` the ``pieces`` (train rows) of a block whose train rows start at ``t0``."""
+    for first, last in pieces:
+        rows = slice(first - t0, last - t0)
+        search.add(lambda s, cols: served[s][rows][:, cols], lambda s, cols: trained[s][rows][:, cols])
 
 
 def _claim_dict(claim) -> dict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -120,6 +120,47 @@ class MappingRequest:
     role: str
 
 
+class MappingSums:
+    """The mapping search's running sums for some serve streams against every candidate, fed rows
+    that are aligned pairwise (train row i is serve row i) from anywhere: a search's own reads
+    (:func:`search_mappings`) or the blocks of compare's streaming pass."""
+
+    def __init__(self, serve: Dump, requests: list[MappingRequest], hidden_size: int, candidates: list[Candidate],
+                 sampled: SampledRows, kernels: Kernels):
+        self.requests, self.candidates, self.sampled = requests, candidates, sampled
+        self.hidden_size, self.kernels = hidden_size, kernels
+        self.widths = [serve.dataset(r.serve_stream).shape[1] // hidden_size for r in requests]
+        # per request: cosine sum, rows usable on both sides, serve / train ||x||^2 over those rows
+        self.sums = [np.zeros((4, k, len(candidates))) for k in self.widths]
+
+    @property
+    def serve_streams(self) -> set[str]:
+        return {r.serve_stream for r, k in zip(self.requests, self.widths) if k}
+
+    @property
+    def train_streams(self) -> set[str]:
+        return {c.stream for c in self.candidates}
+
+    def add(self, serve_block: Callable[[str, slice], Any], train_block: Callable[[str, slice], Any]) -> None:
+        """Add some aligned rows: ``serve_block(stream, columns)`` / ``train_block(stream, columns)``
+        give them, loaded by the kernels (called once per serve stream and per candidate)."""
+        H = self.hidden_size
+        searched = [(r, k, acc) for r, k, acc in zip(self.requests, self.widths, self.sums) if k]
+        if not searched:
+            return
+        units = [self.kernels.serve_units(serve_block(r.serve_stream, slice(0, k * H)), k, H) for r, k, _ in searched]
+        for c, cand in enumerate(self.candidates):
+            train_slice = self.kernels.train_units(train_block(cand.stream, slice(cand.slice * H, (cand.slice + 1) * H)))
+            for (_, _, acc), serve_units in zip(searched, units):
+                acc[:, :, c] += self.kernels.candidate_sums(serve_units, train_slice)
+
+    def results(self, serve: Dump, tie_cosine: float) -> list[MappingSearch]:
+        return [
+            _mapping(serve, r, k, acc, self.hidden_size, self.candidates, self.sampled, tie_cosine)
+            for r, k, acc in zip(self.requests, self.widths, self.sums)
+        ]
+
+
 def search_mappings(
     train: Dump,
     serve: Dump,
@@ -136,31 +177,21 @@ def search_mappings(
     The streams are searched together, so each candidate's rows are read and normalised once for all
     of them (on ``kernels``' device: numpy by default).
     """
-    kernels = kernels or kernels_for("cpu")
-    widths = [serve.dataset(r.serve_stream).shape[1] // hidden_size for r in requests]
-    n = len(candidates)
-    # Sums over the sampled rows, accumulated a group of windows at a time: arrays of a few MB that
-    # stay in cache, instead of every sampled row of every slice at once (hundreds of MB, page-faulted
-    # fresh for each candidate: most of compare's time before, see benchmarks/compare_throughput.py).
-    sums = [np.zeros((4, k, n)) for k in widths]  # cosine sum, rows both usable, serve / train ||x||^2
-    searched = [(r, k, acc) for r, k, acc in zip(requests, widths, sums) if k]
-    group_rows = max(16, min(GROUP_ROWS, GROUP_BYTES // (4 * max(1, sum(widths)) * hidden_size)))
-    for train_ranges, serve_ranges in _groups(sampled, group_rows) if searched else ():
-        units = [
-            kernels.serve_units(
-                _read(serve, r.serve_stream, serve_ranges, kernels, slice(0, k * hidden_size)), k, hidden_size
-            )
-            for r, k, _ in searched
-        ]
-        for c, cand in enumerate(candidates):
-            cols = slice(cand.slice * hidden_size, (cand.slice + 1) * hidden_size)
-            train_slice = kernels.train_units(_read(train, cand.stream, train_ranges, kernels, cols))
-            for (_, _, acc), serve_units in zip(searched, units):
-                acc[:, :, c] += kernels.candidate_sums(serve_units, train_slice)
-    return [
-        _mapping(serve, r, k, acc, hidden_size, candidates, sampled, tie_cosine)
-        for r, k, acc in zip(requests, widths, sums)
-    ]
+    sums = MappingSums(serve, requests, hidden_size, candidates, sampled, kernels or kernels_for("cpu"))
+    read_into(sums, train, serve)
+    return sums.results(serve, tie_cosine)
+
+
+def read_into(sums: MappingSums, train: Dump, serve: Dump) -> None:
+    """Feed ``sums`` its sampled rows, read from the dumps a group of windows at a time: arrays of a
+    few MB that stay in cache, instead of every sampled row of every slice at once (hundreds of MB,
+    page-faulted fresh for each candidate: most of compare's time once, benchmarks/README.md)."""
+    group_rows = max(16, min(GROUP_ROWS, GROUP_BYTES // (4 * max(1, sum(sums.widths)) * sums.hidden_size)))
+    for train_ranges, serve_ranges in _groups(sums.sampled, group_rows) if sums.serve_streams else ():
+        sums.add(
+            lambda stream, cols: _read(serve, stream, serve_ranges, sums.kernels, cols),
+            lambda stream, cols: _read(train, stream, train_ranges, sums.kernels, cols),
+        )
 
 
 def _mapping(serve: Dump, request: MappingRequest, k: int, sums: np.ndarray, hidden_size: int,
