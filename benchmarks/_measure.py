@@ -11,9 +11,7 @@ import os
 import resource
 import subprocess
 import sys
-import time
 
-import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
