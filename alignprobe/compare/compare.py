@@ -119,17 +119,17 @@ def compare(
                 comparisons = _measure(tr, sv, measured, segments, hidden_size, block_bytes, kernels, population, fed)
             finally:
                 reading.result()
-        searches = {ms.serve_stream: ms for m in searches for ms in m.results(sv, policy.mapping_tie_cosine)}
+        found = {ms.serve_stream: ms for m in searches for ms in m.results(sv, policy.mapping_tie_cosine)}
         mappings, layouts = [], {}
         for plan in plans:
             if plan.num_slices == 0:
                 findings.append(_not_sliceable(sv, plan, hidden_size, policy))
                 continue
-            if plan.serve_stream not in searches:  # no aligned rows to search on
+            if plan.serve_stream not in found:  # no aligned rows to search on
                 if not plan.width_ok:
                     findings.append(_width_unmeasured(sv, plan, hidden_size, policy))
                 continue
-            ms = searches[plan.serve_stream]
+            ms = found[plan.serve_stream]
             mappings.append(ms)
             if not plan.width_ok:
                 findings += width_findings(ms, plan.expected_labels, hidden_size, num_layers, policy)
