@@ -70,6 +70,28 @@ def test_token_cosine_histogram_counts_every_aligned_token():
         assert counts.sum() == finite_rows == result.tokens.aligned_tokens
 
 
+def test_without_the_dumps_the_histogram_comes_from_the_kept_distribution(tmp_path):
+    import dataclasses
+
+    from alignprobe.report import write_report
+
+    exact = _result("int4")
+    away = dataclasses.replace(exact, train_path=str(tmp_path / "gone.h5"), serve_path=str(tmp_path / "gone2.h5"))
+    assert all(len(s.cosine_cdf) == 37 for s in away.streams[0].slices)
+    kept, read = away.plot_token_cosines(), exact.plot_token_cosines()
+    assert "(from the result)" in kept.axes[0].get_title()
+    for approx, full in zip(kept.axes[0].patches, read.axes[0].patches):
+        a_counts, a_edges, _ = approx.get_data()
+        f_counts, f_edges, _ = full.get_data()
+        assert a_counts.sum() == pytest.approx(exact.tokens.aligned_tokens)
+        # the same shape: the median token falls in the same bin, or the next, of the shared range
+        a_median = a_edges[np.searchsorted(np.cumsum(a_counts), a_counts.sum() / 2)]
+        f_median = f_edges[np.searchsorted(np.cumsum(f_counts), f_counts.sum() / 2)]
+        assert abs(a_median - f_median) <= 2 * (f_edges[1] - f_edges[0])
+    html = open(write_report(away, tmp_path / "report").html).read()
+    assert "Drawn from the distribution the result keeps" in html and "histogram left out" not in html
+
+
 def test_notebook_view_of_a_real_result():
     result = _result("offset_plus1")
     html = result._repr_html_()

@@ -23,6 +23,13 @@ from alignprobe.compare.sampling import ratio_se, rel_rms_se
 # Per-token cosines kept for the percentiles: past this, every other kept value is dropped and
 # the sampling stride doubles, so the sample stays evenly spread over the stream (and bounded).
 PERCENTILE_SAMPLE = 1 << 20
+# Fractions of tokens at which the result keeps the per-token cosine (its CDF), finer in the low
+# tail where the tokens the drafter sees worst are: 37 numbers a slice draw the histogram.
+CDF_LEVELS = np.array(
+    [0.0, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075]
+    + [round(0.1 + 0.05 * i, 2) for i in range(17)]
+    + [0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995, 1.0]
+)
 
 
 def position_edges(max_position: int) -> np.ndarray:
@@ -183,6 +190,13 @@ class SliceAccumulator:
         values = np.concatenate(self._sample).astype(np.float64)
         return [float(v) for v in np.percentile(values, qs)]
 
+    def cdf(self) -> list[list[float]]:
+        """``[cosine, fraction at or below]`` at CDF_LEVELS (empty without tokens)."""
+        if not self._sample_len:
+            return []
+        values = self.percentiles(tuple(100.0 * CDF_LEVELS))
+        return [[v, float(p)] for v, p in zip(values, CDF_LEVELS)]
+
     def buckets(self) -> list[PositionBucket]:
         out = []
         for i, n in enumerate(self.bucket_tokens):
@@ -227,6 +241,7 @@ class SliceAccumulator:
             serve_health=self.serve_health,
             positions=self.buckets(),
             excluded_rows=self.excluded,
+            cosine_cdf=self.cdf(),
         )
 
 

@@ -133,6 +133,10 @@ class SliceMetrics:
     # --sample / --max-tokens left rows out (None: everything was compared; NaN: under 2 samples).
     cosine_mean_se: float | None = None
     rel_rms_se: float | None = None
+    # The distribution of the per-token cosine as [cosine, fraction of tokens at or below it] at
+    # fixed fractions (metrics.CDF_LEVELS), from the kept sample of up to 2^20 per-token cosines: the
+    # report draws the histogram from it when the dumps are not at hand.
+    cosine_cdf: list[list[float]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -304,7 +308,8 @@ class CompareResult:
         return figures.slice_composition(self, stream)
 
     def plot_token_cosines(self, stream: str | None = None):
-        """Histogram of the per-token cosine per HF index (re-reads the two dumps)."""
+        """Histogram of the per-token cosine per HF index (re-read from the two dumps where they are at
+        hand, else drawn from the distribution the result keeps)."""
         from alignprobe.report import figures
 
         return figures.token_cosine_histogram(self, stream)
@@ -352,7 +357,7 @@ def _build(cls, raw: dict[str, Any]):
             value = [_build(nested, v) for v in value] if isinstance(value, list) else _build(nested, value)
         elif field.type == "float" or (field.type == "float | None" and value is not None):
             value = float(value)
-        elif field.name in ("cosine", "norm_ratio") and isinstance(value, list):
+        elif field.name in ("cosine", "norm_ratio", "cosine_cdf") and isinstance(value, list):
             value = [[float(x) for x in row] for row in value]
         kwargs[field.name] = value
     return cls(**kwargs)

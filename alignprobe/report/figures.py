@@ -124,13 +124,17 @@ def widths_differ(result: CompareResult, search: MappingSearch) -> bool:
 
 
 def token_cosine_histogram(result: CompareResult, stream: str | None = None, train=None, serve=None) -> Figure:
-    """Histogram of the per-token cosine of each HF index of a stream; re-reads the two dumps."""
-    from alignprobe.report.token_cosines import token_cosines
+    """Histogram of the per-token cosine of each HF index of a stream: exact, re-read from the two
+    dumps where they are at hand; otherwise drawn from the distribution the result keeps."""
+    from alignprobe.report.token_cosines import dumps_available, token_cosines
 
     pair = pick_stream(result, stream)
     if not pair.slices:
         raise BadInput(f"stream {pair.serve_stream!r} has no compared slices (its mapping did not match)")
-    return cosine_histogram(token_cosines(result, pair, train, serve), f"{_pair_name(pair)}: per-token cosine")
+    title = f"{_pair_name(pair)}: per-token cosine"
+    if (train is None or serve is None) and not dumps_available(result) and all(s.cosine_cdf for s in pair.slices):
+        return cdf_histogram({s.label: (s.cosine_cdf, s.tokens) for s in pair.slices}, title + " (from the result)")
+    return cosine_histogram(token_cosines(result, pair, train, serve), title)
 
 
 def cosine_histogram(series: Mapping[str, np.ndarray], title: str, bins: int = 60) -> Figure:
@@ -140,6 +144,19 @@ def cosine_histogram(series: Mapping[str, np.ndarray], title: str, bins: int = 6
     edges = np.linspace(min(low, 0.999), 1.0, bins + 1)
     counts = {label: np.histogram(np.clip(v, edges[0], edges[-1]), bins=edges)[0] for label, v in zip(series, finite)}
     return plots.cosine_histogram_figure(title, {label: (edges, c) for label, c in counts.items()})
+
+
+def cdf_histogram(series: Mapping[str, tuple[list[list[float]], int]], title: str, bins: int = 60) -> Figure:
+    """The histogram of per-token cosines ``{label: (cdf, tokens)}`` from kept CDF points
+    (``SliceMetrics.cosine_cdf``): each bin's count is tokens x the CDF's rise across it, the CDF
+    taken as linear between its points."""
+    low = min((cdf[0][0] for cdf, _ in series.values() if cdf), default=0.0)
+    edges = np.linspace(min(low, 0.999), 1.0, bins + 1)
+    counts = {}
+    for label, (cdf, tokens) in series.items():
+        values, fractions = np.array(cdf, dtype=float).T
+        counts[label] = (edges, tokens * np.diff(np.interp(edges, values, fractions, left=0.0, right=1.0)))
+    return plots.cosine_histogram_figure(title, counts)
 
 
 def _pair_name(pair: StreamComparison) -> str:

@@ -1,7 +1,8 @@
 """Per-token cosines of a compared stream, read back from the two dumps, for the histogram.
 
-The result keeps percentiles, not every token's cosine (that would grow with the dump), so the
-histogram re-reads the aligned rows: the same pairing and the same cosine formula as the comparer
+The result keeps 37 points of each slice's distribution (``SliceMetrics.cosine_cdf``), not every
+token's cosine (that would grow with the dump); where the dumps are at hand the histogram re-reads
+the aligned rows to count every token: the same pairing and the same cosine formula as the comparer
 (``alignprobe.compare.pairing`` / ``metrics``), capped at ``max_tokens`` rows.
 """
 

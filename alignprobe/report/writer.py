@@ -66,11 +66,16 @@ def report_figures(
             ))
     drafter = next((p for p in result.streams if p.role == figures.DRAFTER_INPUT and p.slices), None)
     if drafter is not None:
-        if (train is not None and serve is not None) or dumps_available(result):
+        exact = (train is not None and serve is not None) or dumps_available(result)
+        if exact or all(s.cosine_cdf for s in drafter.slices):
+            source = "" if exact else (
+                " Drawn from the distribution the result keeps (the dumps are not at the paths it names): "
+                "its shape, not every token."
+            )
             try:
                 out.append((
                     f"{drafter.serve_stream}: distribution of the per-token cosine for each HF index "
-                    "(log count). A tail to the left is the tokens the drafter sees worst.",
+                    f"(log count). A tail to the left is the tokens the drafter sees worst.{source}",
                     figures.token_cosine_histogram(result, drafter.serve_stream, train, serve),
                 ))
             except AlignprobeError as exc:
