@@ -48,7 +48,9 @@ class Kernels(Protocol):
     block_bytes: int  # float32 bytes of one streaming block, both dumps together
 
     def load(self, raw: np.ndarray, encoding: str) -> Any:
-        """Stored values (bf16 bits, fp16, fp32) as float32 on the device."""
+        """Stored values (bf16 bits, fp16, fp32), ready for the other kernels: a tensor widened to
+        float32 on a torch device; on the CPU the stored rows themselves, widened slice by slice
+        where they are measured. Either can be sliced ``[rows][:, columns]``."""
 
     def row_terms(self, pairs: Sequence[tuple[Any, Any]]) -> list[RowTerms]:
         """:class:`RowTerms` of each ``(a, b)`` pair of loaded slices ``[n, H]``."""
