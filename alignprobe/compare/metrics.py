@@ -190,12 +190,6 @@ class SliceAccumulator:
         values = np.concatenate(self._sample).astype(np.float64)
         return [float(v) for v in np.percentile(values, qs)]
 
-    def cdf(self) -> list[list[float]]:
-        """``[cosine, fraction at or below]`` at CDF_LEVELS (empty without tokens)."""
-        if not self._sample_len:
-            return []
-        values = self.percentiles(tuple(100.0 * CDF_LEVELS))
-        return [[v, float(p)] for v, p in zip(values, CDF_LEVELS)]
 
     def buckets(self) -> list[PositionBucket]:
         out = []
@@ -225,7 +219,8 @@ class SliceAccumulator:
 
     def summary(self) -> dict:
         """The metric fields of :class:`SliceMetrics` (the caller adds the labels)."""
-        p1, p5, p50 = self.percentiles()
+        # One pass over the kept sample for the three percentiles and the CDF points.
+        p1, p5, p50, *levels = self.percentiles((1, 5, 50, *(100.0 * CDF_LEVELS)))
         return dict(
             tokens=self.tokens,
             cosine_mean=self.cosine_mean,
@@ -241,7 +236,8 @@ class SliceAccumulator:
             serve_health=self.serve_health,
             positions=self.buckets(),
             excluded_rows=self.excluded,
-            cosine_cdf=self.cdf(),
+            # [cosine, fraction of tokens at or below it] (empty without tokens)
+            cosine_cdf=[[v, float(f)] for v, f in zip(levels, CDF_LEVELS)] if self._sample_len else [],
         )
 
 
