@@ -35,6 +35,7 @@ from alignprobe.dump.schema import Provenance, StreamClaim
 from alignprobe.dump.writer import (
     DEFAULT_SHARD_TOKENS,
     MANIFEST,
+    FinishOnExit,
     atomic_write_text,
     claim_partial,
     token_array,
@@ -53,7 +54,7 @@ except (ValueError, OSError, AttributeError):
     IOV_MAX = 16  # the POSIX minimum
 
 
-class PlannedDumpWriter:
+class PlannedDumpWriter(FinishOnExit):
     """Like :class:`DumpWriter` (same ``add`` / ``flush`` / ``finish`` / ``done_ids`` / ``with``), for a
     capture whose ``plan`` — ``(sample_id, length)`` of every sample, in dump order — is known.
 
@@ -202,15 +203,6 @@ class PlannedDumpWriter:
             self.flush()
         finally:
             self._close()
-
-    def __enter__(self) -> "PlannedDumpWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.finish()
-        else:
-            self.abandon()
 
     # -- plumbing ------------------------------------------------------------------------------
 

@@ -34,7 +34,21 @@ DEFAULT_SHARD_TOKENS = 16384
 MERGE_BLOCK_BYTES = 64 << 20
 
 
-class DumpWriter:
+class FinishOnExit:
+    """A writer's ``with``: :meth:`finish` on a clean exit, :meth:`abandon` (keep what is durable,
+    for a resume) when the block raised."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.finish()
+        else:
+            self.abandon()
+
+
+class DumpWriter(FinishOnExit):
     """Collect samples and write them as one dump.
 
     >>> with DumpWriter("train.h5", Provenance.here(engine="transformers"), streams) as w:
@@ -123,15 +137,6 @@ class DumpWriter:
             self.flush()
         finally:
             self._drain()
-
-    def __enter__(self) -> "DumpWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.finish()
-        else:
-            self.abandon()
 
     # -- resume --------------------------------------------------------------------------------
 
