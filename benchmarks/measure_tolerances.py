@@ -40,7 +40,7 @@ def measure(archs, seeds, num_layers, hidden_size, train_steps, num_samples, wor
     from alignprobe.compare import compare
     from alignprobe.probes.hf import capture_hf
     from alignprobe.quant import simulate_weight_quant
-    from alignprobe.scenarios import scenario_model, scenario_prompts
+    from alignprobe.demo.scenarios import scenario_model, scenario_prompts
 
     runs = []
     for arch in archs:

@@ -15,7 +15,7 @@ HIDDEN = 64
 
 @functools.lru_cache(maxsize=None)
 def scenario_paths(arch: str) -> dict[str, str]:
-    from alignprobe.scenarios import build_scenarios
+    from alignprobe.demo.scenarios import build_scenarios
 
     out = tempfile.mkdtemp(prefix=f"alignprobe-test-{arch}-")
     atexit.register(shutil.rmtree, out, True)

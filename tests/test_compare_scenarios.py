@@ -1,5 +1,5 @@
 """Each planted fault raises its finding; the clean pair passes. Expectations come from how each
-scenario was built (alignprobe.scenarios) and from the raw dumps, never from the comparer."""
+scenario was built (alignprobe.demo.scenarios) and from the raw dumps, never from the comparer."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ import torch
 
 from alignprobe.conventions import eagle3_hf_indices
 from alignprobe.dump import open_dump
-from alignprobe.scenarios import SCALE, SCENARIOS, SHIFT_TOKENS
+from alignprobe.demo.scenarios import SCALE, SCENARIOS, SHIFT_TOKENS
 from scenario_dumps import NUM_LAYERS, scenario_paths, scenario_result
 
 pytestmark = pytest.mark.slow

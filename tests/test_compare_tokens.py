@@ -144,7 +144,7 @@ def _divergent_pair(tmp_path, provenance=None):
 
 
 def test_the_tokenizer_of_a_local_model_folder_decodes_divergent_tokens(tmp_path):
-    from alignprobe.tiny_tokenizer import tiny_tokenizer
+    from alignprobe.demo.tiny_tokenizer import tiny_tokenizer
 
     folder = tmp_path / "model"
     tiny_tokenizer().save_pretrained(folder)

@@ -68,7 +68,7 @@ def test_demo_refuses_a_folder_it_did_not_make(tmp_path):
 
 
 def _outcome(verdict, codes, expected_verdict="FAIL", expected_code="layer_offset"):
-    from alignprobe.demo import ScenarioOutcome
+    from alignprobe.demo.run import ScenarioOutcome
 
     return ScenarioOutcome("s", "planted", expected_verdict, expected_code, verdict, codes, "title", "dir")
 
@@ -83,7 +83,7 @@ def test_a_scenario_is_right_only_with_its_verdict_and_its_code():
 
 
 def test_a_wrong_scenario_makes_the_demo_fail_and_says_what_was_expected():
-    from alignprobe.demo import DemoResult
+    from alignprobe.demo.run import DemoResult
 
     demo = DemoResult("out", "model", [_outcome("FAIL", ["layer_offset"]), _outcome("FAIL", ["wrong_taps"])], 1.0, 1.0)
     assert not demo

@@ -18,8 +18,8 @@ from alignprobe.errors import BadInput
 from alignprobe.probes.hf import capture_hf, load_hf_model, pad_batch
 from alignprobe.probes.prompts import Prompt, prompts_from_token_lists
 from alignprobe.quant import simulate_weight_quant
-from alignprobe.tiny_models import tiny_deepseek_v3, tiny_llama
-from alignprobe.tiny_tokenizer import save_tiny_model_dir
+from alignprobe.demo.tiny_models import tiny_deepseek_v3, tiny_llama
+from alignprobe.demo.tiny_tokenizer import save_tiny_model_dir
 
 
 def random_prompts(count, seed=0, low=1, high=40, vocab=500):

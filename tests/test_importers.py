@@ -26,7 +26,7 @@ from alignprobe.errors import BadInput
 from alignprobe.importers import detect_format, import_source, open_source
 from alignprobe.probes.hf import capture_hf
 from alignprobe.probes.prompts import prompts_from_token_lists
-from alignprobe.tiny_models import tiny_llama
+from alignprobe.demo.tiny_models import tiny_llama
 
 N = 8  # tiny target: SpecForge default ids [1, 3, 4] -> HF[2, 4, 5] = the EAGLE-3 view (2, N//2, N-3)
 SPECFORGE_IDS = [1, N // 2 - 1, N - 4]

@@ -9,7 +9,7 @@ import pytest
 
 from alignprobe.errors import BadInput
 from alignprobe.probes.prompts import content_ids, load_prompts, token_sample_id
-from alignprobe.tiny_tokenizer import CHAT_TEMPLATE, tiny_tokenizer
+from alignprobe.demo.tiny_tokenizer import CHAT_TEMPLATE, tiny_tokenizer
 
 
 @pytest.fixture(scope="module")

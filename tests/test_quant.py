@@ -8,7 +8,7 @@ import torch
 
 from alignprobe.errors import BadInput
 from alignprobe.quant import fake_quantize, simulate_weight_quant
-from alignprobe.tiny_models import tiny_deepseek_v3, tiny_llama
+from alignprobe.demo.tiny_models import tiny_deepseek_v3, tiny_llama
 
 
 def reference_int_rtn(w: np.ndarray, qmax: int, group_size: int) -> np.ndarray:

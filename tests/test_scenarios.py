@@ -6,7 +6,7 @@ import torch
 
 from alignprobe.conventions import eagle3_hf_indices
 from alignprobe.dump import open_dump
-from alignprobe.scenarios import EXPECTED, NAN_EVERY, SCALE, SCENARIOS, SHIFT_TOKENS, build_scenarios
+from alignprobe.demo.scenarios import EXPECTED, NAN_EVERY, SCALE, SCENARIOS, SHIFT_TOKENS, build_scenarios
 from alignprobe.errors import BadInput
 from scenario_dumps import HIDDEN, NUM_LAYERS, scenario_paths
 

@@ -20,7 +20,7 @@ from alignprobe.errors import BadInput
 from alignprobe.probes.hf import capture_hf
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_http import capture_sglang
-from alignprobe.tiny_models import synthetic_corpus, tiny_deepseek_v3, tiny_llama
+from alignprobe.demo.tiny_models import synthetic_corpus, tiny_deepseek_v3, tiny_llama
 from fake_sglang import FakeOptions, FakeSGLang
 
 N = 8  # tiny llama layers; EAGLE-3 reference layers HF[2, 4, 5]

@@ -25,7 +25,7 @@ from alignprobe.probes.hf_states import forward_states
 from alignprobe.probes.prompts import Prompt, token_sample_id
 from alignprobe.probes.vllm_drive import request_files, server_flags
 from alignprobe.probes.vllm_files import capture_vllm_files
-from alignprobe.tiny_models import synthetic_corpus, tiny_llama
+from alignprobe.demo.tiny_models import synthetic_corpus, tiny_llama
 
 N, H = 8, 64
 SPECULATORS_IDS = [2, N // 2, N - 3, N]  # speculators launch_vllm.py default

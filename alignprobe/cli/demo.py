@@ -12,7 +12,7 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS
               help="Folder for the dumps and one report per scenario.")
 def demo(out_dir: str) -> int:
     """Build a tiny DeepseekV3 model, plant the Kimi-K2.5 faults, compare and report each; exit 0 when all verdicts are right."""
-    from alignprobe.demo import run_demo
+    from alignprobe.demo.run import run_demo
 
     result = run_demo(out_dir, log=lambda line: click.echo(line, err=True))
     click.echo(result.format())

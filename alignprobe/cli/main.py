@@ -68,14 +68,15 @@ def _oserror_line(exc: OSError) -> str:
 
 
 # Each command's module is imported only when that command runs: the capture and import commands
-# need torch (2 s, 230-500 MB resident), which `compare`, `inspect` and `report` never touch.
+# need torch (2 s, 230-500 MB resident), which `compare`, `inspect` and `report` never touch. The
+# one-line help is kept here so that `alignprobe --help` lists the commands without importing any.
 COMMANDS = {
-    "inspect": ("alignprobe.cli.inspect", "inspect"),
-    "capture": ("alignprobe.cli.capture_all", "capture"),
-    "compare": ("alignprobe.cli.compare", "compare"),
-    "report": ("alignprobe.cli.report", "report"),
-    "import": ("alignprobe.cli.import_", "import_command"),
-    "demo": ("alignprobe.cli.demo", "demo"),
+    "inspect": ("alignprobe.cli.inspect", "inspect", "Show a dump's provenance, streams, claims and value statistics."),
+    "capture": ("alignprobe.cli.capture_all", "capture", "Capture hidden states of a prompt set into a dump."),
+    "compare": ("alignprobe.cli.compare", "compare", "Compare a train and a serve dump per layer; the gate."),
+    "report": ("alignprobe.cli.report", "report", "Render report.html and summary.md from a result.json."),
+    "import": ("alignprobe.cli.import_", "import_command", "Import SpecForge, speculators or EAGLE hidden states."),
+    "demo": ("alignprobe.cli.demo", "demo", "Plant the Kimi-K2.5 faults in a tiny model; compare each."),
 }
 
 
@@ -86,8 +87,13 @@ class _LazyGroup(_Group):
     def get_command(self, ctx, name: str):
         if name not in COMMANDS:
             return None
-        module, attribute = COMMANDS[name]
+        module, attribute, _ = COMMANDS[name]
         return getattr(importlib.import_module(module), attribute)
+
+    def format_commands(self, ctx, formatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -2,7 +2,7 @@
 
 A tiny seeded DeepseekV3-shaped model (MLA + MoE, like Kimi-K2.x) is trained for a few seconds;
 a training dump and serving dumps with one planted fault each are captured from it
-(``alignprobe.scenarios``); each pair is compared and reported. The faults are the three that
+(``alignprobe.demo.scenarios``); each pair is compared and reported. The faults are the three that
 gave Kimi-K2.5 an accept length of 1.00, plus a clean pair that must pass:
 
     clean             the same model and dtype, captured at another batch size: PASS
@@ -83,7 +83,7 @@ def run_demo(out_dir: str | os.PathLike = DEFAULT_OUT, log: Callable[[str], None
     """Build the tiny model, capture the dumps, compare and report each scenario into ``out_dir``."""
     from alignprobe.compare import compare
     from alignprobe.report import write_report
-    from alignprobe.scenarios import build_scenarios
+    from alignprobe.demo.scenarios import build_scenarios
 
     out_dir = _claim_folder(os.fspath(out_dir))
     dumps = os.path.join(out_dir, "dumps")

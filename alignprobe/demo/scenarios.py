@@ -91,7 +91,7 @@ def scenario_prompts(num_samples: int = 12, seed: int = 1, min_len: int = 24, ma
     import torch
 
     from alignprobe.probes.prompts import Prompt
-    from alignprobe.tiny_models import synthetic_corpus
+    from alignprobe.demo.tiny_models import synthetic_corpus
 
     tokens = synthetic_corpus(num_samples, max_len, seed=seed)
     lengths = torch.linspace(min_len, max_len, num_samples).round().long()
@@ -100,7 +100,7 @@ def scenario_prompts(num_samples: int = 12, seed: int = 1, min_len: int = 24, ma
 
 def scenario_model(arch: str = "deepseek_v3", num_layers: int = 8, hidden_size: int = 64, seed: int = 0, train_steps: int = 30):
     """A tiny seeded model of ``arch`` ("deepseek_v3" or "llama"), briefly trained (float32)."""
-    from alignprobe.tiny_models import tiny_deepseek_v3, tiny_llama, train_briefly
+    from alignprobe.demo.tiny_models import tiny_deepseek_v3, tiny_llama, train_briefly
 
     builders = {"deepseek_v3": tiny_deepseek_v3, "llama": tiny_llama}
     if arch not in builders:
@@ -237,7 +237,7 @@ def _derive(source_path: str, out_path: str, spec: _Serve, name: str, overwrite:
             raise BadInput(f"{source_path}: the serve capture must hold every layer")
         record = dataclasses.asdict(src.provenance)
         record["capture"] = {**record.get("capture", {}), "scenario": name, "fault": spec.fault}
-        record["engine"] = "simulated serving engine (alignprobe.scenarios)"
+        record["engine"] = "simulated serving engine (alignprobe.demo.scenarios)"
         provenance = Provenance(**record)
         with DumpWriter(out_path, provenance, spec.streams) as writer:
             for i, sid in enumerate(src.sample_ids):

@@ -2,7 +2,7 @@
 
 The tokenizer is byte-level: every UTF-8 byte is one token (ids 0..255), so any text encodes and
 no merges are needed; a handful of special tokens follow, and a small chat template marks roles
-with them. It fits the tiny models' 512-token vocabulary (alignprobe.tiny_models.VOCAB).
+with them. It fits the tiny models' 512-token vocabulary (alignprobe.demo.tiny_models.VOCAB).
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ def save_tiny_model_dir(
 ) -> str:
     """Save a seeded tiny model and :func:`tiny_tokenizer` as a local model directory; returns its path.
 
-    ``train_steps`` > 0 fits the model briefly first (alignprobe.tiny_models.train_briefly) so its
+    ``train_steps`` > 0 fits the model briefly first (alignprobe.demo.tiny_models.train_briefly) so its
     states look trained. ``alignprobe capture hf --model PATH`` then loads it like any checkpoint.
     """
-    from alignprobe import tiny_models
+    from alignprobe.demo import tiny_models
 
     if arch not in ARCHS:
         raise ValueError(f"arch {arch!r} is not one of {ARCHS}")
