@@ -3,27 +3,35 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
+from alignprobe.cli.json_output import forget_json_path, json_option
+from alignprobe.cli.terminal import RowsBar, use_colour
 from alignprobe.compare import compare as run_compare
 from alignprobe.compare.policy import Policy, parse_override
-from alignprobe.compare.summary import format_summary
-from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
+from alignprobe.compare.summary import format_summary, format_verdict_line
+from alignprobe.errors import BadInput
+
+USAGE = "alignprobe compare --train-dump TRAIN --serve-dump SERVE [--json result.json] [--report DIR] [--junit junit.xml]"
 
 
 @click.command()
-@click.option("--train-dump", required=True, type=click.Path(),
+@click.argument("positional", nargs=-1, required=False, metavar="")
+@click.option("--train-dump", type=click.Path(),
               help="Dump captured the way training extracts states, or a SpecForge/speculators/EAGLE folder.")
-@click.option("--serve-dump", required=True, type=click.Path(), help="Dump captured from the serving engine.")
+@click.option("--serve-dump", type=click.Path(), help="Dump captured from the serving engine.")
 @click.option("--train-layer-ids", help="For a foreign --train-dump: the layer ids its run used (1,29,57).")
 @click.option("--train-drafter-config", type=click.Path(),
               help="For a foreign --train-dump: the drafter config.json holding its layer ids.")
 @click.option("--num-layers", type=click.IntRange(min=1),
               help="For a foreign dump: the target's decoder layer count (else taken from the other dump).")
-@click.option("--json", "json_path", type=click.Path(), help="Write the full result (findings, metrics, mapping) here.")
+@json_option("Write the full result (findings, metrics, mapping, exit code and its reason) here.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False),
               help="Write report.html (with plots), summary.md (for a CI comment) and result.json into this folder.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False),
+              help="Write JUnit XML: one test case per finding class checked, failures with the title and fix.")
 @click.option("--policy", "policy_file", type=click.Path(), help="Tolerances from a JSON or TOML file (docs/policy.md).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override one tolerance, e.g. --set drift_fail_rel_rms=0.3 or --set severity.token_shift=error.")
@@ -41,13 +49,82 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
               "dumps' provenance, if local; 'none': never).")
 @click.option("--device", default="cpu", show_default=True, metavar="DEVICE",
               help="Where the per-row arithmetic runs: cpu (numpy) or a torch device (cuda, cuda:1); same result.")
-def compare(train_dump, serve_dump, train_layer_ids, train_drafter_config, num_layers, json_path, report_dir, policy_file, overrides, strict, sample, max_tokens,
-            mapping_tokens, tokenizer, device) -> int:
+@click.option("--quiet", "-q", is_flag=True, help="Print the verdict line only (and no progress bar).")
+@click.option("--verbose", "-v", is_flag=True, help="Print every slice, every finding's fix, and a progress bar even off a terminal.")
+def compare(positional, train_dump, serve_dump, train_layer_ids, train_drafter_config, num_layers, json_path, report_dir,
+            junit_path, policy_file, overrides, strict, sample, max_tokens, mapping_tokens, tokenizer, device, quiet,
+            verbose) -> int:
     """Compare per layer; name each disagreement with evidence and a fix; exit 0 pass/warn, 1 fail, 2 bad input."""
-    if json_path:
+    check_dump_options(positional, train_dump, serve_dump, USAGE, "compare")
+    if quiet and verbose:
+        raise BadInput("--quiet and --verbose contradict each other: give one")
+    if json_path and json_path != "-":
         for dump in (train_dump, serve_dump):
             if os.path.exists(json_path) and os.path.exists(dump) and os.path.samefile(json_path, dump):
                 raise BadInput(f"--json {json_path} is one of the input dumps: choose another path")
+    policy = policy_from_options(policy_file, overrides)
+    bar = RowsBar(enabled=not quiet and (verbose or sys.stderr.isatty()))
+    try:
+        result = run_compare(
+            train_dump, serve_dump, policy, sample=sample, max_tokens=max_tokens, mapping_tokens=mapping_tokens,
+            tokenizer=None if tokenizer.lower() == "none" else tokenizer, device=device,
+            train_import=_import_options(train_layer_ids, train_drafter_config, num_layers),
+            serve_import=_import_options(None, None, num_layers), progress=bar,
+        )
+    finally:
+        bar.close()
+    from alignprobe.report.outputs import write_outputs
+
+    outputs = write_outputs(result, strict=strict, json_path=json_path, report_dir=report_dir, junit_path=junit_path,
+                            suite="alignprobe compare", echo=people_echo(json_path))
+    return finish(result, outputs, quiet=quiet, verbose=verbose)
+
+
+def people_echo(json_path):
+    """Where lines for people go: stdout, or stderr when ``--json -`` takes stdout for the JSON."""
+    from alignprobe.report.outputs import STDOUT
+
+    return (lambda line: click.echo(line, err=True)) if json_path == STDOUT else click.echo
+
+
+def finish(result, outputs, *, quiet: bool, verbose: bool) -> int:
+    """Print the summary (to stderr when the JSON took stdout) and return the exit code."""
+    from alignprobe.report.outputs import STDOUT
+
+    forget_json_path()
+    to_stderr = outputs.json == STDOUT
+    echo = people_echo(outputs.json)
+    colour = use_colour(sys.stderr if to_stderr else sys.stdout)
+    echo(format_verdict_line(result, colour) if quiet else format_summary(result, verbose=verbose, colour=colour))
+    if not quiet:
+        written = [("full result", outputs.json if outputs.json != STDOUT else None), ("report", outputs.report_html),
+                   ("junit", outputs.junit)]
+        shown = [f"{name}: {path}" for name, path in written if path]
+        if shown:
+            echo("\n" + "\n".join(shown))
+        for line in outputs.notes:
+            echo(f"note: {line}")
+        if verbose:
+            for line in outputs.github:
+                echo(f"github: {line}")
+        echo(f"exit {outputs.status.code}: {outputs.status.reason}")
+    return outputs.status.code
+
+
+def check_dump_options(positional, train_dump, serve_dump, usage: str, command: str) -> None:
+    """The natural first try, ``alignprobe compare a.h5 b.h5``, gets the usage and the flags to use."""
+    if positional:
+        guess = list(positional) + ["SERVE"] * (2 - len(positional))
+        raise click.UsageError(
+            f"{command} takes the dumps as options, not positional arguments: did you mean "
+            f"alignprobe {command} --train-dump {guess[0]} --serve-dump {guess[1]}? (usage: {usage})"
+        )
+    missing = [name for name, value in (("--train-dump", train_dump), ("--serve-dump", serve_dump)) if not value]
+    if missing:
+        raise click.UsageError(f"Missing option {' and '.join(missing)} (usage: {usage})")
+
+
+def policy_from_options(policy_file, overrides) -> Policy:
     policy = Policy.from_file(policy_file) if policy_file else Policy()
     if overrides:
         merged: dict = {}
@@ -58,22 +135,7 @@ def compare(train_dump, serve_dump, train_layer_ids, train_drafter_config, num_l
             else:
                 merged[key] = value
         policy = policy.updated(merged)
-    result = run_compare(
-        train_dump, serve_dump, policy, sample=sample, max_tokens=max_tokens, mapping_tokens=mapping_tokens,
-        tokenizer=None if tokenizer.lower() == "none" else tokenizer, device=device,
-        train_import=_import_options(train_layer_ids, train_drafter_config, num_layers),
-        serve_import=_import_options(None, None, num_layers),
-    )
-    if json_path:
-        _write_atomic(json_path, result.to_json())
-    click.echo(format_summary(result))
-    if json_path:
-        click.echo(f"\nfull result: {json_path}")
-    if report_dir:
-        from alignprobe.report import write_report
-
-        click.echo(f"report: {write_report(result, report_dir).html}")
-    return EXIT_PASS if result.passed(strict=strict) else EXIT_FAIL
+    return policy
 
 
 def _import_options(layer_ids, drafter_config, num_layers) -> dict:
@@ -88,13 +150,3 @@ def _import_options(layer_ids, drafter_config, num_layers) -> dict:
     if num_layers:
         options["num_layers"] = num_layers
     return options
-
-
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    try:
-        with open(tmp, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise BadInput(f"--json {path}: cannot write it ({exc.strerror})") from None

@@ -13,6 +13,7 @@ import sys
 import click
 
 from alignprobe import __version__
+from alignprobe.cli.json_output import write_error_json
 from alignprobe.errors import EXIT_BAD_INPUT, AlignprobeError
 
 EXIT_BUG = 3
@@ -28,12 +29,15 @@ class _Group(click.Group):
         except click.exceptions.Abort:
             click.echo("alignprobe: interrupted", err=True)
             code = 130
+            write_error_json("interrupted", code)
         except click.ClickException as exc:  # usage errors: bad flag, missing argument
             click.echo(f"alignprobe: {exc.format_message()}", err=True)
             code = EXIT_BAD_INPUT
+            write_error_json(exc.format_message(), code)
         except AlignprobeError as exc:
             click.echo(f"alignprobe: {exc}", err=True)
             code = exc.exit_code
+            write_error_json(str(exc), code)
         except OSError as exc:
             if not _is_environment_error(exc):
                 raise
@@ -41,6 +45,7 @@ class _Group(click.Group):
             click.echo(f"alignprobe: {_oserror_line(exc)}: free space or fix the permissions, then run again "
                        "(a capture continues with --resume)", err=True)
             code = EXIT_BAD_INPUT
+            write_error_json(_oserror_line(exc), code)
         except Exception as exc:  # noqa: BLE001 - a bug of ours, still one line unless asked
             if os.environ.get("ALIGNPROBE_DEBUG"):
                 raise
@@ -77,6 +82,8 @@ COMMANDS = {
     "report": ("alignprobe.cli.report", "report", "Render report.html and summary.md from a result.json."),
     "import": ("alignprobe.cli.import_", "import_command", "Import SpecForge, speculators or EAGLE hidden states."),
     "demo": ("alignprobe.cli.demo", "demo", "Plant the Kimi-K2.5 faults in a tiny model; compare each."),
+    "gate": ("alignprobe.cli.gate", "gate", "Capture train and serve sides, compare, report, exit with the verdict."),
+    "diff": ("alignprobe.cli.diff", "diff", "What changed between two result.json files; exit 1 on a regression."),
 }
 
 

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import os
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import h5py
 import numpy as np
@@ -59,6 +59,7 @@ def compare(
     device: "str | Kernels" = "cpu",
     train_import: dict | None = None,
     serve_import: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> CompareResult:
     """Compare a train-side dump with a serve-side dump; returns a :class:`CompareResult`.
 
@@ -77,6 +78,8 @@ def compare(
     ``device``: where the arithmetic over whole rows runs: ``"cpu"`` (numpy, the default) or a torch
     device (``"cuda"``, ``"cuda:1"``); the result is the same to float rounding. ``block_bytes``:
     float32 bytes read per streaming block (default: the device's, 8 MB on the CPU, 64 MB on a GPU).
+    ``progress``: called as ``progress(rows_done, rows_total)`` after each block of the streaming pass
+    (the CLI draws a bar from it).
     """
     for name, value in (("sample", sample), ("max_tokens", max_tokens), ("mapping_tokens", mapping_tokens)):
         if value is not None and value < 1:
@@ -116,7 +119,8 @@ def compare(
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-mapping") as pool:
             reading = pool.submit(lambda: [read_into(m, tr, sv) for m in own])
             try:
-                comparisons = _measure(tr, sv, measured, segments, hidden_size, block_bytes, kernels, population, fed)
+                comparisons = _measure(tr, sv, measured, segments, hidden_size, block_bytes, kernels, population, fed,
+                                       progress)
             finally:
                 reading.result()
         found = {ms.serve_stream: ms for m in searches for ms in m.results(sv, policy.mapping_tie_cosine)}
@@ -378,6 +382,7 @@ def _measure(
     kernels: Kernels,
     population: int | None = None,
     mapping: list[MappingSums] = (),
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[StreamComparison]:
     """The streaming pass. ``population``: samples the compared ones were chosen from, when rows were
     left out: each row then carries its sample's number, for the standard errors. ``mapping``:
@@ -434,6 +439,7 @@ def _measure(
 
     # The next block is read while this one is measured (benchmarks/compare_throughput.py).
     # The mapping searches' share of a block is computed in a thread of its own, beside the metrics.
+    rows_done, rows_total = 0, sum(s.length for s in segments)
     feeder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-mapping-feed")
     feeding: collections.deque[concurrent.futures.Future] = collections.deque()
     try:
@@ -453,6 +459,9 @@ def _measure(
             ])
             for p, t in zip(pairs, terms):
                 p.acc.add(t, pos, samples)
+            if progress is not None:
+                rows_done += len(pos)
+                progress(rows_done, rows_total)
         while feeding:
             feeding.popleft().result()
     finally:

@@ -11,12 +11,26 @@ from alignprobe.compare.sampling import Z95
 WIDTH = 100
 MAX_ROWS = 10  # slices shown per stream: the rest are summarised, the worst always shown
 LABEL = {"error": "ERROR", "warn": "WARN ", "info": "info "}
+# ANSI colours for a terminal that takes them (the CLI decides: a tty, and NO_COLOR unset).
+_ANSI = {"PASS": "32", "WARN": "33", "FAIL": "31", "error": "31", "warn": "33", "info": "2"}
 
 
-def format_summary(result: CompareResult, width: int = WIDTH) -> str:
+def paint(text: str, key: str, colour: bool) -> str:
+    return f"\033[{_ANSI[key]}m{text}\033[0m" if colour and key in _ANSI else text
+
+
+def format_verdict_line(result: CompareResult, colour: bool = False) -> str:
+    """``alignprobe compare: FAIL (layer_offset, numeric_drift)``: what --quiet prints."""
+    codes = result.codes("warn")
+    tail = f" ({', '.join(codes)})" if codes else ""
+    return f"alignprobe compare: {paint(result.verdict, result.verdict, colour)}{tail}"
+
+
+def format_summary(result: CompareResult, width: int = WIDTH, *, verbose: bool = False, colour: bool = False) -> str:
+    """The terminal summary; ``verbose`` lists every slice and every finding's fix, ``colour`` adds ANSI colours."""
     t = result.tokens
     lines = [
-        f"alignprobe compare: {result.verdict}",
+        f"alignprobe compare: {paint(result.verdict, result.verdict, colour)}",
         f"  train {result.train_path}  vs  serve {result.serve_path}",
         f"  H={result.hidden_size} N={result.num_layers}; {t.paired} samples paired, {t.compared_samples} compared, "
         f"{t.aligned_tokens} token rows; {result.elapsed_s:.1f} s",
@@ -25,24 +39,28 @@ def format_summary(result: CompareResult, width: int = WIDTH) -> str:
         lines.append("")
     for f in result.findings:
         where = f" [{f.stream}]" if f.stream else ""
-        lines += textwrap.wrap(
-            f"{LABEL[f.severity]} {f.code}{where}: {f.title}", width, subsequent_indent="        "
-        )
-        if f.severity != "info" and f.fix:
+        wrapped = textwrap.wrap(f"{LABEL[f.severity]} {f.code}{where}: {f.title}", width, subsequent_indent="        ")
+        wrapped[0] = paint(wrapped[0][:5], f.severity, colour) + wrapped[0][5:]
+        lines += wrapped
+        if (f.severity != "info" or verbose) and f.fix:
             lines += textwrap.wrap(f"fix: {f.fix}", width, initial_indent="        ", subsequent_indent="             ")
     if not result.findings:
         lines += ["", "no findings: the serve side feeds the drafter what training used, within tolerance"]
     sampling = result.options.get("sampling")
     if sampling:
         lines += ["", *textwrap.wrap(f"sampled: {sampling}", width)]
-        for note in (n for n in result.notes if n.startswith("sampling: ")):
-            lines += textwrap.wrap(note, width, subsequent_indent="    ")
+    # Notes say what was assumed or not checked (a serve dump without a final stream, ...): a reader
+    # must see them beside the verdict, not only at the bottom of the HTML.
+    if result.notes:
+        lines += ["", "notes:"]
+        for note in result.notes:
+            lines += textwrap.wrap(note, width, initial_indent="  - ", subsequent_indent="    ")
     for comparison in result.streams:
-        lines += ["", *_table(result, comparison)]
+        lines += ["", *_table(result, comparison, verbose)]
     return "\n".join(lines)
 
 
-def _table(result: CompareResult, c: StreamComparison) -> list[str]:
+def _table(result: CompareResult, c: StreamComparison, verbose: bool = False) -> list[str]:
     mapping = next((m for m in result.mappings if m.serve_stream == c.serve_stream), None)
     measured = ""
     if mapping is not None:
@@ -56,7 +74,7 @@ def _table(result: CompareResult, c: StreamComparison) -> list[str]:
             more = f" and {len(wrong) - 4} more" if len(wrong) > 4 else ""
             measured = f"; NOT as expected: {shown}{more}"
     head = f"{c.serve_stream} ({c.role}) vs train {c.train_stream or 'layers'}{measured}"
-    rows = _pick(c.slices)
+    rows = c.slices if verbose else _pick(c.slices)
     # a sampled run shows its 95% interval after the cosine mean and the rel-RMS; a full run, nothing
     sampled = any(m.cosine_mean_se is not None or m.rel_rms_se is not None for m in c.slices)
     multiplier = half_width_multiplier(result)

@@ -18,6 +18,8 @@ def load_result(path: str | os.PathLike) -> CompareResult:
             raw = json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(f"{path}: not JSON ({exc}); give the result.json that alignprobe compare wrote") from None
+    if isinstance(raw, dict) and raw.get("error") and raw.get("verdict") is None:
+        raise BadInput(f"{path}: the run that wrote it stopped before a result ({raw['error']})")
     if not isinstance(raw, dict) or "verdict" not in raw or "findings" not in raw:
         raise BadInput(f"{path}: JSON, but not an alignprobe compare result (no verdict/findings)")
     try:

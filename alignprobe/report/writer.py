@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from alignprobe.compare.result import CompareResult
 from alignprobe.dump import Dump
 from alignprobe.errors import AlignprobeError, BadInput
+from alignprobe.exit_status import ExitStatus, result_json
 from alignprobe.report import figures
 from alignprobe.report.html import render_html
 from alignprobe.report.markdown import render_markdown
@@ -92,6 +93,7 @@ def write_report(
     train: Dump | None = None,
     serve: Dump | None = None,
     write_json: bool = True,
+    exit: "ExitStatus | None" = None,
 ) -> ReportFiles:
     """Render the result into ``out_dir`` (created if needed); each file is replaced whole or not at all."""
     out_dir = os.fspath(out_dir)
@@ -110,7 +112,8 @@ def write_report(
     _write_atomic(files.html, render_html(shown, figs))
     _write_atomic(files.markdown, render_markdown(result, HTML_NAME))
     if write_json:
-        _write_atomic(files.json, result.to_json())
+        # beside the result, the exit code and its reason when the caller decided them (compare, gate)
+        _write_atomic(files.json, result_json(result, exit) if exit is not None else result.to_json())
     return files
 
 

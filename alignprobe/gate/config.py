@@ -1,0 +1,162 @@
+"""What ``alignprobe gate`` runs: one small TOML file (or the same keys as flags).
+
+    out = "alignprobe-gate"          # train.h5, serve.h5, result.json, report/ go here
+    strict = false                   # true: a WARN fails the gate too
+    junit = "alignprobe-gate/junit.xml"
+
+    [train]                          # capture hf: the training extractor's view
+    model = "/models/target"
+    prompts = "prompts.jsonl"
+    dtype = "bf16"
+
+    [serve]                          # exactly one of the four sources
+    sglang_url = "http://127.0.0.1:30000"
+    # vllm_dir = "/shared/hs"                         files the connector already wrote
+    # vllm_url = "http://127.0.0.1:8000"  + vllm_model = "target"
+    # vllm_offline_model = "/models/target" + vllm_storage_dir = "/tmp/hs"
+    layer_ids = [1, 29, 57]          # the drafter's ids (required for vLLM)
+
+    [policy]                         # tolerances (docs/policy.md), as --set
+    drift_fail_rel_rms = 0.1
+
+Relative paths in the file are relative to the file's folder, so a config committed beside the
+prompts works from any working directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from alignprobe.errors import BadInput
+
+SERVE_SOURCES = ("sglang_url", "vllm_dir", "vllm_url", "vllm_offline_model")
+
+
+@dataclasses.dataclass
+class TrainSide:
+    model: str = ""
+    prompts: str = ""
+    dtype: str = "bf16"
+    device: str = "cpu"
+    layers: str = "all"
+    aux_layers: str | None = None
+    batch_size: int = 8
+    limit: int | None = None
+    trust_remote_code: bool = False
+
+
+@dataclasses.dataclass
+class ServeSide:
+    sglang_url: str | None = None
+    vllm_dir: str | None = None
+    vllm_url: str | None = None
+    vllm_model: str | None = None
+    vllm_offline_model: str | None = None
+    vllm_storage_dir: str | None = None
+    layer_ids: list[int] | None = None
+    num_layers: int | None = None
+    hidden_size: int | None = None
+    arch: str | None = None
+    timeout: float = 120.0
+    retries: int = 3
+
+    @property
+    def source(self) -> str:
+        given = [name for name in SERVE_SOURCES if getattr(self, name)]
+        if len(given) != 1:
+            raise BadInput("gate: give exactly one serve source: " + ", ".join(SERVE_SOURCES)
+                           + (f" (got {', '.join(given)})" if given else ""))
+        return given[0]
+
+
+@dataclasses.dataclass
+class GateConfig:
+    train: TrainSide = dataclasses.field(default_factory=TrainSide)
+    serve: ServeSide = dataclasses.field(default_factory=ServeSide)
+    out: str = "alignprobe-gate"
+    strict: bool = False
+    junit: str | None = None
+    json: str | None = None  # default: <out>/result.json
+    policy: dict[str, Any] = dataclasses.field(default_factory=dict)  # overrides, as --set
+    policy_file: str | None = None
+    sample: int | None = None
+    max_tokens: int | None = None
+
+    def validate(self) -> "GateConfig":
+        missing = [f"train.{k}" for k in ("model", "prompts") if not getattr(self.train, k)]
+        if missing:
+            raise BadInput(f"gate: {' and '.join(missing)} missing: the model folder and the prompts JSONL "
+                           "to capture the training side from (--model, --prompts or the config's [train])")
+        source = self.serve.source
+        ids = self.serve.layer_ids
+        if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, int) for i in ids)):
+            raise BadInput(f"gate: serve layer_ids must be a list of integers, e.g. [1, 29, 57]; got {ids!r}")
+        if source.startswith("vllm") and not self.serve.layer_ids:
+            raise BadInput("gate: a vLLM serve side needs layer_ids, the ids vLLM ran with (e.g. [2, 30, 58, 61])")
+        if source == "vllm_url" and not self.serve.vllm_model:
+            raise BadInput("gate: vllm_url needs vllm_model, the name the server serves the model under")
+        if source == "vllm_offline_model" and not self.serve.vllm_storage_dir:
+            raise BadInput("gate: vllm_offline_model needs vllm_storage_dir, where vLLM writes its files")
+        return self
+
+
+def load_config(path: str | os.PathLike) -> GateConfig:
+    """Read a gate TOML file; relative paths are taken from the file's folder."""
+    import tomllib
+
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read the gate config ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path}: not valid TOML ({exc})") from None
+    base = os.path.dirname(os.path.abspath(path))
+    return config_from_dict(raw, base, where=path)
+
+
+def config_from_dict(raw: dict[str, Any], base: str | None = None, where: str = "gate config") -> GateConfig:
+    raw = dict(raw)
+    train = _section(TrainSide, raw.pop("train", {}), "train", where)
+    serve = _section(ServeSide, raw.pop("serve", {}), "serve", where)
+    policy = raw.pop("policy", {})
+    if not isinstance(policy, dict):
+        raise BadInput(f"{where}: [policy] must be a table of tolerances")
+    top = _section(GateConfig, raw, "", where, skip=("train", "serve", "policy"))
+    config = dataclasses.replace(top, train=train, serve=serve, policy=policy)
+    if base:
+        for holder, names in ((config.train, ("model", "prompts")),
+                              (config.serve, ("vllm_dir", "vllm_offline_model", "vllm_storage_dir")),
+                              (config, ("out", "junit", "json", "policy_file"))):
+            for name in names:
+                value = getattr(holder, name)
+                if value and value != "-" and not os.path.isabs(value):
+                    setattr(holder, name, os.path.join(base, value))
+    return config
+
+
+def _section(cls, raw: Any, name: str, where: str, skip: tuple[str, ...] = ()):
+    if not isinstance(raw, dict):
+        raise BadInput(f"{where}: [{name}] must be a table")
+    known = {f.name for f in dataclasses.fields(cls)} - set(skip)
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        label = f"[{name}]" if name else "the top level"
+        raise BadInput(f"{where}: unknown key(s) {', '.join(unknown)} in {label}; known: {', '.join(sorted(known))}")
+    return cls(**raw)
+
+
+def layer_list(value: Any, what: str) -> str | list[int] | None:
+    """``all`` / ``eagle3`` stay words; ``"2,30,58"`` or ``[2, 30, 58]`` become a list of HF indices."""
+    if value is None or isinstance(value, list):
+        return value
+    words = str(value).strip().lower()
+    if words in ("all", "eagle3"):
+        return words
+    try:
+        return [int(part) for part in words.split(",") if part.strip()]
+    except ValueError:
+        raise BadInput(f"gate: {what} {value!r}: give all, eagle3 or HF indices like 2,30,58") from None
