@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import textwrap
 
@@ -9,6 +10,7 @@ from alignprobe.compare.result import CompareResult, SliceMetrics, StreamCompari
 from alignprobe.compare.sampling import Z95
 
 WIDTH = 100
+MAX_EVIDENCE_CHARS = 600  # --verbose: the evidence of each finding, cut to a few lines (--json has it whole)
 MAX_ROWS = 10  # slices shown per stream: the rest are summarised, the worst always shown
 LABEL = {"error": "ERROR", "warn": "WARN ", "info": "info "}
 # ANSI colours for a terminal that takes them (the CLI decides: a tty, and NO_COLOR unset).
@@ -44,6 +46,11 @@ def format_summary(result: CompareResult, width: int = WIDTH, *, verbose: bool =
         lines += wrapped
         if (f.severity != "info" or verbose) and f.fix:
             lines += textwrap.wrap(f"fix: {f.fix}", width, initial_indent="        ", subsequent_indent="             ")
+        if verbose and f.evidence:
+            evidence = json.dumps(f.evidence, default=str)
+            evidence = evidence if len(evidence) <= MAX_EVIDENCE_CHARS else evidence[: MAX_EVIDENCE_CHARS - 3] + "..."
+            lines += textwrap.wrap(f"evidence: {evidence}", width, initial_indent="        ",
+                                   subsequent_indent="                  ")
     if not result.findings:
         lines += ["", "no findings: the serve side feeds the drafter what training used, within tolerance"]
     sampling = result.options.get("sampling")
