@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from alignprobe.compare.result import CompareResult, MappingSearch, StreamComparison
 from alignprobe.errors import BadInput
 from alignprobe.report import plots
+from alignprobe.report.tolerance_lines import Tolerances
 
 DRAFTER_INPUT = "drafter_input"
 
@@ -61,6 +62,7 @@ def layer_metrics(result: CompareResult, stream: str | None = None) -> Figure:
         },
         [x.rel_rms for x in s],
         [x.norm_ratio for x in s],
+        Tolerances.from_policy(result.policy),
     )
 
 
@@ -79,6 +81,7 @@ def similarity(result: CompareResult, stream: str | None = None) -> Figure:
         [m.best for m in search.matches],
         marked,
         marked_label="what training used" if by_training else "claimed",
+        tolerances=Tolerances.from_policy(result.policy),
     )
 
 
@@ -92,6 +95,7 @@ def position_drift(result: CompareResult, stream: str | None = None) -> Figure:
         [str(b.start) if b.stop - b.start == 1 else f"{b.start}-{b.stop - 1}" for b in buckets],
         {x.label: [b.rel_rms for b in x.positions] for x in pair.slices},
         "relative RMS error",
+        Tolerances.from_policy(result.policy),
     )
 
 
@@ -133,20 +137,24 @@ def token_cosine_histogram(result: CompareResult, stream: str | None = None, tra
         raise BadInput(f"stream {pair.serve_stream!r} has no compared slices (its mapping did not match)")
     title = f"{_pair_name(pair)}: per-token cosine"
     if (train is None or serve is None) and not dumps_available(result) and all(s.cosine_cdf for s in pair.slices):
-        return cdf_histogram({s.label: (s.cosine_cdf, s.tokens) for s in pair.slices}, title + " (from the result)")
-    return cosine_histogram(token_cosines(result, pair, train, serve), title)
+        return cdf_histogram({s.label: (s.cosine_cdf, s.tokens) for s in pair.slices}, title + " (from the result)",
+                             tolerances=Tolerances.from_policy(result.policy))
+    return cosine_histogram(token_cosines(result, pair, train, serve), title,
+                            tolerances=Tolerances.from_policy(result.policy))
 
 
-def cosine_histogram(series: Mapping[str, np.ndarray], title: str, bins: int = 60) -> Figure:
+def cosine_histogram(series: Mapping[str, np.ndarray], title: str, bins: int = 60,
+                     tolerances: Tolerances | None = None) -> Figure:
     """Histogram of per-token cosines ``{label: cosines}`` on shared bins (see report.token_cosines)."""
     finite = [v[np.isfinite(v)] for v in series.values()]
     low = min((float(v.min()) for v in finite if v.size), default=0.0)
     edges = np.linspace(min(low, 0.999), 1.0, bins + 1)
     counts = {label: np.histogram(np.clip(v, edges[0], edges[-1]), bins=edges)[0] for label, v in zip(series, finite)}
-    return plots.cosine_histogram_figure(title, {label: (edges, c) for label, c in counts.items()})
+    return plots.cosine_histogram_figure(title, {label: (edges, c) for label, c in counts.items()}, tolerances)
 
 
-def cdf_histogram(series: Mapping[str, tuple[list[list[float]], int]], title: str, bins: int = 60) -> Figure:
+def cdf_histogram(series: Mapping[str, tuple[list[list[float]], int]], title: str, bins: int = 60,
+                  tolerances: Tolerances | None = None) -> Figure:
     """The histogram of per-token cosines ``{label: (cdf, tokens)}`` from kept CDF points
     (``SliceMetrics.cosine_cdf``): each bin's count is tokens x the CDF's rise across it, the CDF
     taken as linear between its points."""
@@ -156,7 +164,7 @@ def cdf_histogram(series: Mapping[str, tuple[list[list[float]], int]], title: st
     for label, (cdf, tokens) in series.items():
         values, fractions = np.array(cdf, dtype=float).T
         counts[label] = (edges, tokens * np.diff(np.interp(edges, values, fractions, left=0.0, right=1.0)))
-    return plots.cosine_histogram_figure(title, counts)
+    return plots.cosine_histogram_figure(title, counts, tolerances)
 
 
 def _pair_name(pair: StreamComparison) -> str:

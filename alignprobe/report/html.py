@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from alignprobe.compare.result import SEVERITY_RANK, CompareResult, Finding, MappingSearch, StreamComparison
 from alignprobe.compare.sampling import Z95
 from alignprobe.compare.summary import half_width_multiplier
+from alignprobe.report.evidence import evidence_html
 
 _BAD_ROW = ' class="ap-bad"'
 _LEFT = ' class="l"'
@@ -47,8 +48,13 @@ table.ap { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
 table.ap th, table.ap td { border: 1px solid #d0d0d5; padding: 3px 8px; text-align: right; }
 table.ap th { background: #eef0f3; } table.ap td.l, table.ap th.l { text-align: left; }
 table.ap tr.ap-bad td { background: #fde8e6; }
-table.ap-evidence td { text-align: left; vertical-align: top; font-family: ui-monospace, monospace; font-size: 12px; }
-figure { margin: 18px 0; } figure img { max-width: 100%; border: 1px solid #e0e0e4; }
+table.ap-evidence td, table.ap-evidence-table td { vertical-align: top; font-variant-numeric: tabular-nums; font-size: 12px; }
+table.ap-evidence th { text-align: left; font-weight: 600; }
+table.ap-evidence-table th { font-size: 12px; vertical-align: bottom; }
+table.ap td.ap-past { background: #fde8e6; font-weight: 600; }
+.ap-tol { color: #666; font-weight: normal; font-size: 11px; }
+.ap-ev-name { margin: 6px 0 0; font-size: 12px; font-weight: 600; color: #444; }
+figure { margin: 18px 0; } figure img { width: 100%; height: auto; border: 1px solid #e0e0e4; }
 figcaption { color: #555; font-size: 13px; }
 details { margin: 6px 0; } summary { cursor: pointer; font-weight: 600; }
 code { background: #eef0f3; padding: 0 3px; border-radius: 3px; }
@@ -61,7 +67,7 @@ def render_html(result: CompareResult, figures: Iterable[tuple[str, Figure]] = (
     body = [
         verdict_banner(result),
         "<h2>Findings</h2>",
-        findings_html(result.findings),
+        findings_html(result.findings, policy=result.policy),
         "<h2>Tokens</h2>",
         tokens_html(result),
     ]
@@ -74,7 +80,7 @@ def render_html(result: CompareResult, figures: Iterable[tuple[str, Figure]] = (
         body.append("<h2>Plots</h2>")
         body += [figure_html(caption, fig) for caption, fig in figures]
     body += ["<h2>Provenance and settings</h2>", provenance_html(result)]
-    title = f"alignprobe {result.verdict}: {result.serve_path or 'serve'} vs {result.train_path or 'train'}"
+    title = f"alignprobe {result.verdict}: train {result.train_path or '-'} vs serve {result.serve_path or '-'}"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{escape(title)}</title>"
@@ -97,7 +103,7 @@ def verdict_banner(result: CompareResult) -> str:
     )
 
 
-def findings_html(findings: list[Finding], with_evidence: bool = True) -> str:
+def findings_html(findings: list[Finding], with_evidence: bool = True, policy: dict[str, Any] | None = None) -> str:
     if not findings:
         return '<p class="ap-muted">No findings: every check passed.</p>'
     parts = []
@@ -106,11 +112,11 @@ def findings_html(findings: list[Finding], with_evidence: bool = True) -> str:
         if not group:
             continue
         parts.append(f"<h3>{SEVERITY_NAMES[severity]} ({len(group)})</h3>")
-        parts += [finding_html(f, with_evidence) for f in group]
+        parts += [finding_html(f, with_evidence, policy) for f in group]
     return "\n".join(parts)
 
 
-def finding_html(finding: Finding, with_evidence: bool = True) -> str:
+def finding_html(finding: Finding, with_evidence: bool = True, policy: dict[str, Any] | None = None) -> str:
     stream = f' <span class="ap-muted">on <code>{escape(finding.stream)}</code></span>' if finding.stream else ""
     parts = [
         f'<div class="ap-finding ap-{escape(finding.severity)}" data-code="{escape(finding.code)}">',
@@ -118,8 +124,7 @@ def finding_html(finding: Finding, with_evidence: bool = True) -> str:
         f"<code>{escape(finding.code)}</code> {escape(finding.title)}{stream}</h3>",
     ]
     if with_evidence and finding.evidence:
-        rows = "".join(f'<tr><td class="l">{escape(k)}</td><td class="l">{escape(format_value(v))}</td></tr>' for k, v in finding.evidence.items())
-        parts.append(f'<table class="ap ap-evidence">{rows}</table>')
+        parts.append(evidence_html(finding.evidence, policy))
     if finding.fix:
         parts.append(f'<p class="ap-fix"><b>Fix:</b> {escape(finding.fix)}</p>')
     parts.append("</div>")
@@ -233,7 +238,11 @@ def provenance_html(result: CompareResult) -> str:
 
 
 def figure_html(caption: str, fig: Figure, dpi: int = 100) -> str:
-    return (f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{figure_png_base64(fig, dpi)}">'
+    """The figure as an embedded PNG; the tolerance lines it draws (plots.py records them) go into
+    ``data-tolerances`` as JSON, so a reader's tool or a browser test can check them without the pixels."""
+    tolerances = getattr(fig, "tolerances", [])
+    data = f' data-tolerances="{escape(json.dumps(tolerances))}"' if tolerances else ""
+    return (f'<figure><img alt="{escape(caption)}"{data} src="data:image/png;base64,{figure_png_base64(fig, dpi)}">'
             f"<figcaption>{escape(caption)}</figcaption></figure>")
 
 

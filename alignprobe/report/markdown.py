@@ -11,11 +11,14 @@ MAX_FINDINGS = 8  # a CI comment is read on one screen; the HTML report has the 
 MAX_EVIDENCE = 4
 LEADING_EVIDENCE = ("shift", "expected", "measured", "margins", "worst", "serve_width", "expected_width", "rows", "fraction")
 ICONS = {"PASS": "✅", "WARN": "⚠️", "FAIL": "❌"}
+# A bot that posts this as a pull-request comment finds its earlier comment by this line and edits it.
+MARKER = "<!-- alignprobe-summary -->"
 
 
 def render_markdown(result: CompareResult, report_name: str = "report.html") -> str:
     t = result.tokens
     lines = [
+        MARKER,
         f"### {ICONS.get(result.verdict, '')} alignprobe: **{result.verdict}**",
         "",
         f"train `{result.train_path}` vs serve `{result.serve_path}`: {t.compared_samples or t.paired} samples, "
@@ -40,7 +43,9 @@ def render_markdown(result: CompareResult, report_name: str = "report.html") -> 
     worst = [line for line in map(_worst_slice_line, result.streams) if line]
     if worst:
         lines += [*worst, ""]
-    lines.append(f"Full report with plots: `{report_name}`.")
+    if result.notes:
+        lines += ["Notes (what was assumed or not checked):", *[f"- {_cell(n)}" for n in result.notes], ""]
+    lines.append(f"Full report with plots: [{report_name}]({report_name}).")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -72,5 +77,8 @@ def _short_evidence(evidence: dict) -> list[tuple[str, object]]:
 
 
 def _cell(text: str) -> str:
-    # GitHub renders HTML inside a comment: a title quoting a tag must not become one.
-    return str(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+    # GitHub renders HTML inside a comment: a title quoting a tag must not become one. Only "<" opens
+    # a tag, so ">" stays as typed ("rel-RMS >= 0.07" reads as written, in the raw file too); "<="
+    # and ">=" become their signs so no "<" is left to escape in a comparison.
+    text = str(text).replace("<=", "≤").replace(">=", "≥")
+    return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")

@@ -13,12 +13,26 @@ from typing import Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from alignprobe.report import tolerance_lines as lines
+from alignprobe.report.tolerance_lines import Tolerances
+
+# Every figure is drawn at the page's width (report.html's body is 1180 px less its padding; PNGs
+# are saved at 100 dpi), so no plot is a thumbnail beside empty page and none is scaled down.
+PAGE_WIDTH_IN = 11.2
+
+
 class ReportFigure(Figure):
     """A Figure that shows itself as a PNG in any notebook, whatever matplotlib backend is active.
 
     Without pyplot, IPython has no display hook for a bare Figure under a non-inline backend
     (MPLBACKEND=Agg, as CI sets it) and would print ``<Figure size ...>`` instead of the plot.
     """
+
+    tolerances: list  # the warn/fail lines drawn: {"metric", "level", "value"} (tolerance_lines.record)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tolerances = []
 
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()
@@ -42,34 +56,69 @@ def layer_metrics_figure(
     cosine: Mapping[str, Sequence[float]],
     rel_rms: Sequence[float],
     norm_ratio: Sequence[float],
+    tolerances: Tolerances | None = None,
 ) -> Figure:
-    """Cosine percentiles, relative RMS error and norm ratio for each compared HF index of a stream."""
+    """Cosine percentiles, relative RMS error and norm ratio for each compared HF index of a stream,
+    each against the policy's warn and fail lines (``tolerances``) with the axis scaled to show them."""
     x = np.arange(len(hf_labels))
-    fig = ReportFigure(figsize=(min(18.0, max(6.0, 0.55 * len(x) + 3)), 7.0), layout="constrained")
+    fig = ReportFigure(figsize=(PAGE_WIDTH_IN, 7.5), layout="constrained")
     ax_cos, ax_rms, ax_norm = fig.subplots(3, 1, sharex=True)
     for name, values in cosine.items():
         color, style = _COSINE_STYLE.get(name, (None, "-"))
-        ax_cos.plot(x, _floats(values), style, color=color, marker="o", ms=3, label=name)
+        ax_cos.plot(x, _floats(values), style, color=color, marker="o", ms=3, label=name, zorder=3)
     ax_cos.set_ylabel("per-token cosine")
-    ax_cos.legend(loc="best", fontsize=8, ncol=len(cosine))
     ax_cos.grid(alpha=0.3)
+    all_cosines = np.concatenate([_floats(v) for v in cosine.values()]) if cosine else np.array([])
+    if tolerances is not None:
+        lines.hline(fig, ax_cos, tolerances.warn_cosine_p1, "cosine_p1", "warn", f"p1 warn {tolerances.warn_cosine_p1:g}")
+        lines.hline(fig, ax_cos, tolerances.fail_cosine_p1, "cosine_p1", "fail", f"p1 fail {tolerances.fail_cosine_p1:g}")
+        ax_cos.set_ylim(*lines.cosine_limits(all_cosines, tolerances.fail_cosine_p1))
+    lines.plain_axis(ax_cos)
+    lines.legend_outside(ax_cos)
 
     rms = _floats(rel_rms)
-    ax_rms.plot(x, rms, "o-", color="#756bb1", ms=3)
+    ax_rms.plot(x, rms, "o-", color="#756bb1", ms=3, label="rel-RMS", zorder=3)
     ax_rms.set_ylabel("relative RMS error\n||train - serve|| / ||train||")
-    if np.all(rms[np.isfinite(rms)] > 0) and np.isfinite(rms).any():
+    if tolerances is not None:
+        lines.hline(fig, ax_rms, tolerances.warn_rel_rms, "rel_rms", "warn", f"warn {tolerances.warn_rel_rms:g}")
+        lines.hline(fig, ax_rms, tolerances.fail_rel_rms, "rel_rms", "fail", f"fail {tolerances.fail_rel_rms:g}")
+        _error_axis(ax_rms, rms, tolerances.fail_rel_rms)
+    elif np.isfinite(rms).any() and np.all(rms[np.isfinite(rms)] > 0):
         ax_rms.set_yscale("log")
     ax_rms.grid(alpha=0.3, which="both")
+    lines.legend_outside(ax_rms)
 
-    ax_norm.plot(x, _floats(norm_ratio), "o-", color="#d95f0e", ms=3)
+    ratio = _floats(norm_ratio)
+    ax_norm.plot(x, ratio, "o-", color="#d95f0e", ms=3, label="norm ratio", zorder=3)
     ax_norm.axhline(1.0, color="grey", lw=0.8)
     ax_norm.set_ylabel("norm ratio\n||serve|| / ||train||")
+    if tolerances is not None:
+        high, low = 1.0 + tolerances.scale_tolerance, 1.0 / (1.0 + tolerances.scale_tolerance)
+        lines.hline(fig, ax_norm, high, "norm_ratio", "fail", f"fail outside {low:.3g} to {high:.3g}")
+        lines.hline(fig, ax_norm, low, "norm_ratio", "fail")
+        finite = ratio[np.isfinite(ratio)]
+        margin = 0.25 * tolerances.scale_tolerance
+        ax_norm.set_ylim(min(low - margin, float(finite.min()) - margin if finite.size else low),
+                         max(high + margin, float(finite.max()) + margin if finite.size else high))
+    lines.plain_axis(ax_norm)
     ax_norm.grid(alpha=0.3)
+    lines.legend_outside(ax_norm)
     ax_norm.set_xticks(x, list(hf_labels), rotation=45 if len(x) > 8 else 0, ha="right" if len(x) > 8 else "center",
                        fontsize=6 if len(x) > 40 else None)
     ax_norm.set_xlabel("HF index (HF[0] = embeddings, HF[N] = after the final norm)")
     fig.suptitle(title)
     return fig
+
+
+def _error_axis(ax, values: np.ndarray, fail: float) -> None:
+    """A log axis from well below the values to above the fail line; linear from 0 when nothing is positive."""
+    limits = lines.error_limits(values, fail)
+    if limits is None:
+        ax.set_ylim(0.0, fail * 1.5)
+        lines.plain_axis(ax)
+        return
+    ax.set_yscale("log")
+    ax.set_ylim(*limits)
 
 
 def similarity_figure(
@@ -80,6 +129,7 @@ def similarity_figure(
     chosen: Sequence[int | None],
     marked: Sequence[int | None] | None = None,
     marked_label: str = "claimed",
+    tolerances: Tolerances | None = None,
 ) -> Figure:
     """Mean cosine of every train HF index (rows) against every serve slice (columns).
 
@@ -90,15 +140,20 @@ def similarity_figure(
     m = np.asarray(matrix, dtype=float)
     rows, cols = m.shape
     # Kimi-K2.5 has 63 candidate rows (HF[0..61], pre- and post-norm final): cap the size, shrink the labels.
-    fig = ReportFigure(figsize=(min(16.0, max(6.5, 1.0 * cols + 4.0)), min(14.0, max(3.5, 0.34 * rows + 2.0))),
-                       layout="constrained")
+    fig = ReportFigure(figsize=(PAGE_WIDTH_IN, min(14.0, max(3.5, 0.34 * rows + 2.0))), layout="constrained")
     ax = fig.subplots()
     finite = m[np.isfinite(m)]
     # Neighbouring layers of a real model agree to 0.9 and more: spread the colours over the range
     # the values use, not over [-1, 1], so the best match stands out.
     low = float(np.clip(np.floor(finite.min() * 20) / 20, -1.0, 0.95)) if finite.size else 0.0
+    if tolerances is not None:  # keep the "matches no train slice" level on the colour scale
+        low = min(low, float(np.floor(tolerances.mapping_min_cosine * 20) / 20))
     image = ax.imshow(m, aspect="auto", cmap="viridis", vmin=low, vmax=1.0)
-    fig.colorbar(image, ax=ax, label="mean per-token cosine")
+    colorbar = fig.colorbar(image, ax=ax, label="mean per-token cosine")
+    if tolerances is not None:
+        lines.hline(fig, colorbar.ax, tolerances.mapping_min_cosine, "mapping_cosine", "fail")
+        colorbar.ax.text(0.5, tolerances.mapping_min_cosine, "no match below", transform=colorbar.ax.get_yaxis_transform(),
+                         ha="center", va="bottom", fontsize=6, color="white", rotation=90)
     best = {(i, j) for j, i in enumerate(chosen) if i is not None}
     if rows * cols <= 160:
         for i in range(rows):
@@ -125,43 +180,61 @@ def similarity_figure(
     return fig
 
 
-def cosine_histogram_figure(title: str, series: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> Figure:
-    """Distribution of per-token cosine, one step curve per HF index: ``{label: (bin_edges, counts)}``."""
-    fig = ReportFigure(figsize=(7.0, 3.8), layout="constrained")
+def cosine_histogram_figure(
+    title: str, series: Mapping[str, tuple[Sequence[float], Sequence[float]]], tolerances: Tolerances | None = None
+) -> Figure:
+    """Distribution of per-token cosine, one step curve per HF index: ``{label: (bin_edges, counts)}``; the
+    cosine-p1 warn and fail levels are drawn where the worst 1% of tokens must stay above."""
+    fig = ReportFigure(figsize=(PAGE_WIDTH_IN, 4.2), layout="constrained")
     ax = fig.subplots()
     low = 1.0
     for label, (edges, counts) in series.items():
         edges, counts = _floats(edges), _floats(counts)
-        ax.stairs(counts, edges, label=label, lw=1.4)
+        ax.stairs(counts, edges, label=label, lw=1.4, zorder=3)
         occupied = edges[:-1][counts > 0]
         if occupied.size:
             low = min(low, float(occupied.min()))
     ax.set_yscale("symlog", linthresh=1)
+    if tolerances is not None:
+        lines.vline(fig, ax, tolerances.warn_cosine_p1, "cosine_p1", "warn", f"p1 warn {tolerances.warn_cosine_p1:g}")
+        lines.vline(fig, ax, tolerances.fail_cosine_p1, "cosine_p1", "fail", f"p1 fail {tolerances.fail_cosine_p1:g}")
+        low = min(low, tolerances.fail_cosine_p1 - 0.25 * (1.0 - tolerances.fail_cosine_p1))
     ax.set_xlim(max(-1.0, low - 0.01), 1.0005)
+    lines.plain_axis(ax, "x")
     ax.set_xlabel("per-token cosine (train vs serve)")
     ax.set_ylabel("tokens")
     ax.grid(alpha=0.3)
-    if series:
-        ax.legend(fontsize=8, ncol=min(4, len(series)))
+    lines.legend_outside(ax)
     ax.set_title(title)
     return fig
 
 
 def position_drift_figure(
-    title: str, position_labels: Sequence[str], series: Mapping[str, Sequence[float]], metric: str
+    title: str,
+    position_labels: Sequence[str],
+    series: Mapping[str, Sequence[float]],
+    metric: str,
+    tolerances: Tolerances | None = None,
 ) -> Figure:
-    """One metric against token position (bucketed), one line per HF index: drift that grows along the sequence."""
+    """One metric against token position (bucketed), one line per HF index: drift that grows along the
+    sequence. With ``tolerances`` the metric is the rel-RMS, drawn against its warn and fail lines."""
     x = np.arange(len(position_labels))
-    fig = ReportFigure(figsize=(7.0, 3.8), layout="constrained")
+    fig = ReportFigure(figsize=(PAGE_WIDTH_IN, 4.2), layout="constrained")
     ax = fig.subplots()
     for label, values in series.items():
-        ax.plot(x, _floats(values), "o-", ms=3, label=label)
+        ax.plot(x, _floats(values), "o-", ms=3, label=label, zorder=3)
+    if tolerances is not None:
+        lines.hline(fig, ax, tolerances.warn_rel_rms, "rel_rms", "warn", f"warn {tolerances.warn_rel_rms:g}")
+        lines.hline(fig, ax, tolerances.fail_rel_rms, "rel_rms", "fail", f"fail {tolerances.fail_rel_rms:g}")
+        values = np.concatenate([_floats(v) for v in series.values()]) if series else np.array([])
+        _error_axis(ax, values, tolerances.fail_rel_rms)
+    else:
+        lines.plain_axis(ax)
     ax.set_xticks(x, list(position_labels), rotation=30 if len(x) > 6 else 0, ha="right" if len(x) > 6 else "center")
     ax.set_xlabel("token position")
     ax.set_ylabel(metric)
-    ax.grid(alpha=0.3)
-    if series:
-        ax.legend(fontsize=8, ncol=min(4, len(series)))
+    ax.grid(alpha=0.3, which="both")
+    lines.legend_outside(ax)
     ax.set_title(title)
     return fig
 
@@ -181,7 +254,7 @@ def slice_composition_figure(
     comparer measured, with the claim underneath, so "H wide, and that H is HF[N]" is one glance.
     """
     slices = max(len(train_slices), len(serve_claimed), 1)
-    fig = ReportFigure(figsize=(max(7.0, 2.4 * slices), 2.6), layout="constrained")
+    fig = ReportFigure(figsize=(PAGE_WIDTH_IN, 2.6), layout="constrained")
     ax = fig.subplots()
     labels = sorted(set(train_slices) | set(serve_measured), key=_hf_sort_key)
     palette = {label: _color(k) for k, label in enumerate(labels)}
