@@ -38,6 +38,8 @@ window.addEventListener("load", () => {
     verdict_top: box ? box.top : null,
     images: Array.from(document.images).map(img => ({
       alt: img.alt, complete: img.complete, width: img.naturalWidth, height: img.naturalHeight,
+      shown_width: img.getBoundingClientRect().width, tolerances: img.getAttribute("data-tolerances"),
+      page_width: document.body.clientWidth,
     })),
   };
   const pre = document.createElement("pre");
@@ -97,8 +99,8 @@ def _chromium(executable: str, profile_dir: str, *args: str, timeout: float = 60
     return done.stdout
 
 
-def view_page(executable: str, html_path: str, work_dir: str) -> PageView:
-    """Load ``html_path`` (a copy with the probe script added) and screenshot it."""
+def view_page(executable: str, html_path: str, work_dir: str, window: str = "1280,1600") -> PageView:
+    """Load ``html_path`` (a copy with the probe script added) and screenshot it (``window``: width,height)."""
     with open(html_path, encoding="utf-8") as f:
         html = f.read()
     if "</body>" not in html:
@@ -115,5 +117,5 @@ def view_page(executable: str, html_path: str, work_dir: str) -> PageView:
     found = json.loads(html_lib.unescape(match.group(1)))
 
     screenshot = os.path.join(work_dir, "page.png")
-    _chromium(executable, os.path.join(work_dir, "profile-shot"), f"--screenshot={screenshot}", "--window-size=1280,1600", url)
+    _chromium(executable, os.path.join(work_dir, "profile-shot"), f"--screenshot={screenshot}", f"--window-size={window}", url)
     return PageView(screenshot=screenshot, **found)

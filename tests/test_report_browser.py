@@ -5,7 +5,9 @@ Skips without Chromium, unless ALIGNPROBE_REQUIRE_BROWSER=1 (CI), where a missin
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -66,3 +68,50 @@ def test_demo_report_renders_in_chromium(chromium, tmp_path, scenario, verdict, 
     assert page.verdict == verdict and page.verdict_visible and page.verdict_top < 100
     assert len(page.images) == images
     assert all(img["complete"] and img["width"] > 100 and img["height"] > 100 for img in page.images), page.images
+
+
+# Which metric plot (by its caption) must draw which of the policy's lines: (metric, level, policy key).
+METRIC_PLOTS = {
+    "per-token cosine percentiles, relative RMS error and norm ratio": [
+        ("cosine_p1", "warn", "drift_warn_cosine_p1"), ("cosine_p1", "fail", "drift_fail_cosine_p1"),
+        ("rel_rms", "warn", "drift_warn_rel_rms"), ("rel_rms", "fail", "drift_fail_rel_rms")],
+    "relative RMS error by token position": [
+        ("rel_rms", "warn", "drift_warn_rel_rms"), ("rel_rms", "fail", "drift_fail_rel_rms")],
+    "distribution of the per-token cosine": [
+        ("cosine_p1", "warn", "drift_warn_cosine_p1"), ("cosine_p1", "fail", "drift_fail_cosine_p1")],
+    "mean cosine of every train HF index": [("mapping_cosine", "fail", "mapping_min_cosine")],
+}
+
+
+@pytest.mark.parametrize("scenario, verdict, plots", [
+    ("clean", "PASS", 4), ("eagle_not_eagle3", "FAIL", 1), ("offset_plus1", "FAIL", 4), ("int4", "FAIL", 4),
+], ids=["clean-pass", "width", "offset", "drift"])
+def test_every_metric_plot_carries_its_tolerance_lines(chromium, tmp_path, scenario, verdict, plots):
+    """The four demo reports, as a browser shows them: each metric plot names the warn and fail lines it
+    drew (data-tolerances, written from the lines plots.py drew), at the policy's values; every image
+    decodes and spans the page width. ALIGNPROBE_SCREENSHOTS=DIR keeps a full-page screenshot of each."""
+    run = demo_run()
+    assert run.returncode == 0, run.stderr
+    report = os.path.join(run.out_dir, scenario)
+    with open(os.path.join(report, "result.json")) as fh:
+        policy = json.load(fh)["policy"]
+    page = view_page(chromium, os.path.join(report, "report.html"), str(tmp_path), window="1280,5200")
+    assert page.verdict == verdict and page.title.startswith(f"alignprobe {verdict}: train ")
+    assert page.images and all(img["complete"] and img["width"] > 100 and img["height"] > 100 for img in page.images)
+    checked = 0
+    for img in page.images:
+        kind = next((k for k in METRIC_PLOTS if k in img["alt"]), None)
+        if kind is None:
+            assert img["tolerances"] is None, img["alt"]  # the slice layout: no metric, no lines
+            continue
+        drawn = {(t["metric"], t["level"]): t["value"] for t in json.loads(img["tolerances"])}
+        for metric, level, key in METRIC_PLOTS[kind]:
+            assert drawn.get((metric, level)) == pytest.approx(policy[key]), (img["alt"], metric, level)
+        checked += 1
+    assert checked == plots
+    # page-wide, not thumbnails: each image fills the body's width less its padding (24 px a side)
+    assert all(img["shown_width"] >= 0.95 * (img["page_width"] - 48) for img in page.images), page.images
+    keep = os.environ.get("ALIGNPROBE_SCREENSHOTS")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        shutil.copy(page.screenshot, os.path.join(keep, f"{scenario}.png"))

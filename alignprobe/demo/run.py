@@ -79,37 +79,53 @@ class DemoResult:
         return "\n".join(lines)
 
 
-def run_demo(out_dir: str | os.PathLike = DEFAULT_OUT, log: Callable[[str], None] = lambda line: None) -> DemoResult:
-    """Build the tiny model, capture the dumps, compare and report each scenario into ``out_dir``."""
+def run_demo(
+    out_dir: str | os.PathLike = DEFAULT_OUT, log: Callable[[str], None] = lambda line: None, progress: bool = False
+) -> DemoResult:
+    """Build the tiny model, capture the dumps, compare and report each scenario into ``out_dir``;
+    ``progress`` shows a bar over those stages on stderr (the demo takes a minute or two)."""
+    from tqdm import tqdm
+
     from alignprobe.compare import compare
     from alignprobe.report import write_report
-    from alignprobe.demo.scenarios import build_scenarios
+    from alignprobe.demo.scenarios import build_scenarios, count_steps
 
     out_dir = _claim_folder(os.fspath(out_dir))
     dumps = os.path.join(out_dir, "dumps")
     log(f"building a tiny seeded DeepseekV3 model and capturing {len(SCENARIOS) + 1} dumps into {dumps} ...")
     started = time.perf_counter()
-    paths = build_scenarios(dumps, names=list(SCENARIOS), overwrite=True)
-    captured = time.perf_counter()
-    log(f"captured in {captured - started:.0f} s; comparing each serve dump with train.h5")
+    bar = tqdm(total=count_steps(SCENARIOS) + len(SCENARIOS), desc="demo", unit="step", disable=not progress,
+               leave=False, dynamic_ncols=True)
 
-    outcomes = []
-    model = ""
-    for name, (planted, verdict, code) in SCENARIOS.items():
-        result = compare(paths["train"], paths[name])
-        report_dir = os.path.join(out_dir, name)
-        write_report(result, report_dir)
-        model = model or str(result.train_provenance.get("model", ""))
-        outcomes.append(ScenarioOutcome(
-            name=name,
-            planted=planted,
-            expected_verdict=verdict,
-            expected_code=code,
-            verdict=result.verdict,
-            codes=result.codes("warn"),
-            headline=result.findings[0].title if result.findings else "",
-            report_dir=report_dir,
-        ))
+    def step(done: str) -> None:
+        bar.set_postfix_str(done, refresh=False)
+        bar.update(1)
+
+    try:
+        paths = build_scenarios(dumps, names=list(SCENARIOS), overwrite=True, step=step)
+        captured = time.perf_counter()
+        bar.clear()
+        log(f"captured in {captured - started:.0f} s; comparing each serve dump with train.h5")
+        outcomes = []
+        model = ""
+        for name, (planted, verdict, code) in SCENARIOS.items():
+            result = compare(paths["train"], paths[name])
+            report_dir = os.path.join(out_dir, name)
+            write_report(result, report_dir)
+            step(f"{name} compared")
+            model = model or str(result.train_provenance.get("model", ""))
+            outcomes.append(ScenarioOutcome(
+                name=name,
+                planted=planted,
+                expected_verdict=verdict,
+                expected_code=code,
+                verdict=result.verdict,
+                codes=result.codes("warn"),
+                headline=result.findings[0].title if result.findings else "",
+                report_dir=report_dir,
+            ))
+    finally:
+        bar.close()
     return DemoResult(out_dir, model, outcomes, captured - started, time.perf_counter() - captured)
 
 

@@ -98,7 +98,8 @@ def scenario_prompts(num_samples: int = 12, seed: int = 1, min_len: int = 24, ma
     return [Prompt(f"prompt-{i:03d}", tokens[i, : int(n)].tolist()) for i, n in enumerate(lengths)]
 
 
-def scenario_model(arch: str = "deepseek_v3", num_layers: int = 8, hidden_size: int = 64, seed: int = 0, train_steps: int = 30):
+def scenario_model(arch: str = "deepseek_v3", num_layers: int = 8, hidden_size: int = 64, seed: int = 0, train_steps: int = 30,
+                   on_step=None):
     """A tiny seeded model of ``arch`` ("deepseek_v3" or "llama"), briefly trained (float32)."""
     from alignprobe.demo.tiny_models import tiny_deepseek_v3, tiny_llama, train_briefly
 
@@ -106,7 +107,7 @@ def scenario_model(arch: str = "deepseek_v3", num_layers: int = 8, hidden_size: 
     if arch not in builders:
         raise BadInput(f"unknown scenario architecture {arch!r}: choose one of {', '.join(builders)}")
     model = builders[arch](num_layers=num_layers, hidden_size=hidden_size, seed=seed)
-    return train_briefly(model, steps=train_steps, seed=seed) if train_steps else model
+    return train_briefly(model, steps=train_steps, seed=seed, on_step=on_step) if train_steps else model
 
 
 def build_scenarios(
@@ -122,10 +123,12 @@ def build_scenarios(
     dtype: str = "bfloat16",
     model=None,
     overwrite: bool = False,
+    step: Callable[[str], None] = lambda done: None,
 ) -> dict[str, str]:
     """Write ``train.h5`` and one ``<scenario>.h5`` per name into ``out_dir``; returns name -> path.
 
-    ``model``: a float32 model to use instead of building and training the tiny one.
+    ``model``: a float32 model to use instead of building and training the tiny one. ``step`` is
+    called after each stage with what was done (:func:`count_steps` says how many there are).
     """
     from alignprobe.probes.hf import capture_hf
 
@@ -136,7 +139,7 @@ def build_scenarios(
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     if model is None:
-        model = scenario_model(arch, num_layers, hidden_size, seed, train_steps)
+        model = scenario_model(arch, num_layers, hidden_size, seed, train_steps, on_step=step)
     n = model.config.num_hidden_layers
     h = model.config.hidden_size
     prompts = scenario_prompts(num_samples, seed + 1)
@@ -146,6 +149,7 @@ def build_scenarios(
         copy.deepcopy(model), prompts, paths["train"], batch_size=4, dtype=dtype, overwrite=overwrite,
         progress=False, provenance={**about, "capture": {"scenario": "train", "batch_size": 4}},
     )
+    step("train captured")
     specs = {name: _spec(name, n, h, dtype) for name in names}
     scratch = tempfile.mkdtemp(prefix="alignprobe-scenarios-")
     try:
@@ -160,12 +164,21 @@ def build_scenarios(
                 serve_model, prompts, os.path.join(scratch, f"{source}.h5"), batch_size=1, dtype=dtype,
                 progress=False, provenance=about,
             )
+            step(f"{source} captured")
         for name, spec in specs.items():
             paths[name] = os.path.join(out_dir, f"{name}.h5")
             _derive(sources[spec.source], paths[name], spec, name, overwrite)
+            step(f"{name} written")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return paths
+
+
+def count_steps(names: Iterable[str], train_steps: int = 30) -> int:
+    """How many times :func:`build_scenarios` calls ``step`` for these scenarios (``train_steps``: 0
+    when it is given a model)."""
+    names = list(names)
+    return train_steps + 1 + len({_spec(name, 8, 64, "bfloat16").source for name in names}) + len(names)
 
 
 def _spec(name: str, n: int, h: int, dtype: str) -> _Serve:

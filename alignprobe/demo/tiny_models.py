@@ -74,8 +74,10 @@ def synthetic_corpus(num_sequences: int, length: int, seed: int = 0, vocab: int 
     return tokens
 
 
-def train_briefly(model, steps: int = 60, batch: int = 16, length: int = 64, lr: float = 3e-3, seed: int = 0):
-    """Fit ``model`` on the synthetic corpus for a few seconds; returns it in eval mode."""
+def train_briefly(model, steps: int = 60, batch: int = 16, length: int = 64, lr: float = 3e-3, seed: int = 0,
+                  on_step=None):
+    """Fit ``model`` on the synthetic corpus for a few seconds; returns it in eval mode. ``on_step``
+    is called with a short text after each optimizer step (the demo's progress bar)."""
     torch.manual_seed(seed)
     data = synthetic_corpus(steps * batch, length, seed=seed, vocab=model.config.vocab_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
@@ -86,5 +88,7 @@ def train_briefly(model, steps: int = 60, batch: int = 16, length: int = 64, lr:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        if on_step is not None:
+            on_step(f"training step {step + 1}/{steps}")
     model.train_loss = loss.item()
     return model.eval()

@@ -28,13 +28,16 @@ LABELS = {
     "late_rel_rms": "rel-RMS late", "late_positions": "late positions", "tokens_sampled": "tokens sampled",
     "serve_width": "serve width", "expected_width": "expected width", "train_width": "train width",
 }
+HOW_MEASURED = ("tokens_sampled", "sampling", "tokens", "hidden_size")
 MAX_ROWS = 24  # a table longer than a screen is cut (the JSON holds every row)
 
 
 def evidence_html(evidence: Mapping[str, Any], policy: Mapping[str, Any] | None = None) -> str:
     policy = policy or {}
     scalars, tables = [], []
-    for key, value in evidence.items():
+    # what was found first; how it was measured (token counts, the sampling) last
+    ordered = sorted(evidence.items(), key=lambda kv: kv[0] in HOW_MEASURED)
+    for key, value in ordered:
         if key in ("tolerance", "growth_tolerance"):
             continue  # shown in the headings of the values they apply to
         if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
@@ -112,7 +115,12 @@ def _cell(field: str, value: Any, policy, beside: bool = False) -> str:
 
 
 def _label(key: str) -> str:
-    return html.escape(LABELS.get(key, key.replace("_", " ")))
+    if key in LABELS:
+        return html.escape(LABELS[key])
+    if key in LEVELS:
+        return html.escape(LEVELS[key][0])
+    words = key.replace("rel_rms", "rel-RMS").replace("runner_up", "runner-up").replace("sqnr_db", "SQNR dB")
+    return html.escape(words.replace("_", " "))
 
 
 def _number(value: float) -> str:

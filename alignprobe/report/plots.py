@@ -117,6 +117,13 @@ def _error_axis(ax, values: np.ndarray, fail: float) -> None:
         ax.set_ylim(0.0, fail * 1.5)
         lines.plain_axis(ax)
         return
+    finite = values[np.isfinite(values)]
+    if (finite == 0).any():
+        # Identical rows (rel-RMS exactly 0, e.g. the first positions) cannot sit on a log axis: a
+        # linear stretch below the smallest positive value holds them, so they read as 0, not as a cliff.
+        ax.set_yscale("symlog", linthresh=limits[0], linscale=0.3)
+        ax.set_ylim(0.0, limits[1])
+        return
     ax.set_yscale("log")
     ax.set_ylim(*limits)
 
