@@ -138,3 +138,15 @@ def test_gate_config_rejects_unknown_keys(tmp_path):
     path.write_text('[train]\nmodle = "x"\n')
     r = _gate("--config", str(path))
     assert r.exit_code == 2 and "unknown key(s) modle in [train]" in r.stderr
+
+
+def test_the_readme_gate_config_is_a_valid_config():
+    import pathlib
+    import re
+    import tomllib
+
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"```toml\n# gate.toml\n(.*?)```", readme, flags=re.S).group(1)
+    config = config_from_dict(tomllib.loads(block), "/ci").validate()
+    assert config.serve.source == "sglang_url" and config.junit == "/ci/alignprobe-gate/junit.xml"
+    assert "alignprobe gate --config gate.toml" in readme

@@ -98,3 +98,27 @@ def test_slice_composition_draws_every_slice_to_width():
     assert "HF[6]" in texts and "claimed HF[2], cos 0.999" in texts
     assert ax.get_xlim() == (0, 3)
     _renders(fig)
+
+
+def test_tolerance_lines_are_drawn_where_the_figure_says_and_keep_a_clean_run_calm():
+    """Each line recorded in figure.tolerances (what data-tolerances holds) is a line on an axis at that
+    value; a clean run's tiny wiggle is drawn against the band, not stretched over the axis; tick
+    labels carry no offset."""
+    from alignprobe.report.tolerance_lines import Tolerances
+
+    tol = Tolerances()
+    p50 = [1.0, 0.999999, 1.0, 0.9999995, 1.0]  # a clean PASS: differences of 1e-6
+    fig = plots.layer_metrics_figure("clean", LABELS, {"p1": p50, "p50": p50}, [1e-4, 2e-4, 1.2e-4, 1e-4, 3e-4],
+                                     [1.0, 1.0, 1.0, 1.0, 1.0], tol)
+    recorded = {(t["metric"], t["level"]) for t in fig.tolerances}
+    assert recorded == {("cosine_p1", "warn"), ("cosine_p1", "fail"), ("rel_rms", "warn"), ("rel_rms", "fail"),
+                        ("norm_ratio", "fail")}
+    ax_cos, ax_rms, ax_norm = fig.axes[:3]
+    horizontal = {round(float(line.get_ydata()[0]), 9) for ax in (ax_cos, ax_rms, ax_norm) for line in ax.get_lines()
+                  if len(set(line.get_ydata())) == 1}
+    assert {round(t["value"], 9) for t in fig.tolerances} <= horizontal
+    low, high = ax_cos.get_ylim()
+    assert low < tol.fail_cosine_p1 and high - low > 0.1  # the band is in view: 1e-6 wiggles stay flat
+    assert ax_rms.get_ylim()[1] > tol.fail_rel_rms
+    fig.canvas.draw()
+    assert not ax_cos.yaxis.get_major_formatter().get_offset()  # no "1e-6+1" above the axis

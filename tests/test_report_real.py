@@ -55,7 +55,11 @@ def test_layers_and_positions_plot_every_compared_hf_index():
     p1 = next(line for line in fig.axes[0].get_lines() if line.get_label() == "p1")
     np.testing.assert_allclose(p1.get_ydata(), [s.cosine_p1 for s in result.streams[0].slices])
     fig = result.plot_positions()
-    assert [line.get_label() for line in fig.axes[0].get_lines()] == labels
+    drawn = fig.axes[0].get_lines()
+    assert [line.get_label() for line in drawn[: len(labels)]] == labels
+    # and the policy's warn and fail rel-RMS lines after them
+    assert {line.get_ydata()[0] for line in drawn[len(labels):]} == {
+        result.policy["drift_warn_rel_rms"], result.policy["drift_fail_rel_rms"]}
 
 
 def test_token_cosine_histogram_counts_every_aligned_token():
