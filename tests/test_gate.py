@@ -60,6 +60,7 @@ def _gate(*args):
     return CliRunner().invoke(cli, ["gate", *args], catch_exceptions=False)
 
 
+@pytest.mark.slow  # captures both sides of a tiny model (3-10 s)
 def test_gate_passes_against_sglang_with_default_ids(model, model_dir, prompts, tmp_path):
     with FakeSGLang(model, tmp_path / "server", FakeOptions("EAGLE3")) as server:
         config = _write_config(tmp_path, model_dir, prompts, f'sglang_url = "{server.url}"')
@@ -74,6 +75,7 @@ def test_gate_passes_against_sglang_with_default_ids(model, model_dir, prompts, 
     assert "exit 0: PASS" in r.output
 
 
+@pytest.mark.slow  # captures both sides of a tiny model (3-10 s)
 def test_gate_fails_on_an_sglang_layer_offset_and_junit_names_it(model, model_dir, prompts, tmp_path):
     # ids in HF numbering given to SGLang, which adds +1 to explicit ids: HF[3], HF[5], HF[6]
     with FakeSGLang(model, tmp_path / "server", FakeOptions("EAGLE3", draft_layer_ids=EAGLE3_IDS)) as server:
@@ -90,6 +92,7 @@ def test_gate_fails_on_an_sglang_layer_offset_and_junit_names_it(model, model_di
     assert cases["width_mismatch"].find("failure") is None
 
 
+@pytest.mark.slow  # captures both sides of a tiny model (3-10 s)
 def test_gate_on_vllm_files(model, model_dir, prompts, tmp_path):
     from alignprobe.probes.prompts import load_prompts
 
@@ -110,6 +113,7 @@ def test_gate_on_vllm_files(model, model_dir, prompts, tmp_path):
     assert {s["serve_stream"] for s in record["streams"]} >= {"aux", "final"}
 
 
+@pytest.mark.slow  # captures both sides of a tiny model (3-10 s)
 def test_gate_library_call_and_flags_only(model, model_dir, prompts, tmp_path):
     """The same run as a notebook makes it, no config file: the gate is a library call first."""
     with FakeSGLang(model, tmp_path / "server", FakeOptions("EAGLE")) as server:
