@@ -160,7 +160,8 @@ def similarity_figure(
     if tolerances is not None:
         lines.hline(fig, colorbar.ax, tolerances.mapping_min_cosine, "mapping_cosine", "fail")
         colorbar.ax.text(0.5, tolerances.mapping_min_cosine, "no match below", transform=colorbar.ax.get_yaxis_transform(),
-                         ha="center", va="bottom", fontsize=6, color="white", rotation=90)
+                         ha="center", va="bottom", fontsize=6, color="black", rotation=90,
+                         bbox=dict(facecolor="white", edgecolor="none", alpha=0.7, pad=0.5))
     best = {(i, j) for j, i in enumerate(chosen) if i is not None}
     if rows * cols <= 160:
         for i in range(rows):
