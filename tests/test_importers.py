@@ -393,3 +393,61 @@ def test_compare_takes_a_foreign_folder_directly(model, token_lists, specforge_d
     r = CliRunner().invoke(cli, [*args, "--train-layer-ids", "1,x"])
     assert r.exit_code == 2 and "--train-layer-ids" in r.stderr
     assert tree_digest(specforge_dir) == before
+
+
+# -- speculators FP8 files and the default ids (issue 11, imports found wrong on real files) -------
+
+
+def write_speculators_fp8(root, model, token_lists, layer_ids=VLLM_IDS, scale_shape=(1, 1)):
+    """hs-connectors' FP8HiddenStatesConnector: per token, scale = amax / 448 and fp8 = x / scale."""
+    os.makedirs(root, exist_ok=True)
+    for idx, t in enumerate(token_lists):
+        hs, pre = forward(model, torch.tensor([t]))
+        states = torch.stack([pre[0] if k == N else hs[k][0] for k in layer_ids], dim=1).float()
+        amax = states.abs().amax(dim=(1, 2)).reshape(-1, *scale_shape)
+        scale = (amax / torch.finfo(torch.float8_e4m3fn).max).clamp(min=1e-12)
+        save_file({"hidden_states": (states / scale.reshape(-1, 1, 1)).to(torch.float8_e4m3fn).contiguous(),
+                   "hidden_states_scales": scale.contiguous(), "token_ids": torch.tensor(t)},
+                  os.path.join(root, f"hs_{idx}.safetensors"))
+    return str(root)
+
+
+@pytest.mark.parametrize("scale_shape", [(1, 1), (1,)])  # [S, 1, 1] today, [S, 1] in an older connector
+def test_speculators_fp8_states_are_dequantized_with_their_scale(model, token_lists, hf_dump, tmp_path, scale_shape):
+    root = write_speculators_fp8(tmp_path / "fp8", model, token_lists, scale_shape=scale_shape)
+    result = import_source(root, tmp_path / "fp8.h5", layer_ids=VLLM_IDS, progress=False)
+    assert any("float8_e4m3fn" in n and "dequantized" in n for n in result.plan.notes)
+    with open_dump(result.path) as d:
+        assert d.provenance.capture["states_storage"] == "float8_e4m3fn"
+    # e4m3 keeps 3 mantissa bits: each value within 2^-4 of itself relative, far from a 1/scale error
+    with open_dump(result.path) as a, open_dump(hf_dump) as b:
+        for sid in b.sample_ids:
+            mine, theirs = a.states(sid, "aux"), b.states(sid, "eagle3_aux")
+            rel = np.linalg.norm(mine - theirs) / np.linalg.norm(theirs)
+            assert rel < 0.05, (sid, rel)
+
+
+def test_fp8_states_without_their_scale_are_bad_input(tmp_path):
+    root = tmp_path / "noscale"
+    root.mkdir()
+    save_file({"hidden_states": torch.zeros(4, 3, 8).to(torch.float8_e4m3fn), "token_ids": torch.arange(4)},
+              str(root / "hs_0.safetensors"))
+    with pytest.raises(BadInput, match="no hidden_states_scales"):
+        import_source(root, tmp_path / "o.h5", layer_ids=[2, 4, 5], num_layers=8, progress=False)
+
+
+def test_speculators_three_slices_need_no_ids(model, token_lists, tmp_path):
+    root = write_speculators(tmp_path / "aux3", model, token_lists, layer_ids=VLLM_IDS[:3])
+    result = import_source(root, tmp_path / "a3.h5", num_layers=N, progress=False)
+    assert result.plan.layer_ids == tuple(VLLM_IDS[:3]) and list(result.plan.streams) == ["aux"]
+    with open_dump(result.path) as d:
+        assert d.streams["aux"].hf_indices == (2, 4, 5)
+
+
+def test_default_ids_that_do_not_fit_do_not_claim_the_user_gave_them(tmp_path):
+    root = tmp_path / "two"
+    root.mkdir()
+    save_file({"hidden_states": torch.zeros(4, 2, 8), "token_ids": torch.arange(4)}, str(root / "hs_0.safetensors"))
+    with pytest.raises(BadInput) as info:
+        import_source(root, tmp_path / "o.h5", num_layers=8, progress=False)
+    assert "4 layer ids were given" not in str(info.value) and "no layer ids were given" in str(info.value)

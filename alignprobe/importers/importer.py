@@ -45,6 +45,7 @@ class ImportPlan:
     aux_slices: int  # slices of the file's aux tensor that go to the aux stream (the rest is the final state)
     file_width: int  # width of the file's layer states (every file must match the first)
     notes: list[str]
+    storage: str = ""  # the stored dtype where it differs from the imported one (speculators FP8)
 
 
 @dataclasses.dataclass
@@ -114,18 +115,25 @@ def plan_import(
         final = _claim(first.final, (n,), hidden, n, FINAL_NORM_POST, ROLE_FINAL, "EAGLE ge_data hidden_state: HF[-1]")
         return ImportPlan(fmt, files, n, hidden, (), (), "", {"final": final}, 0, 0, notes)
 
+    given = ids is not None
     if ids is None:
         ids = list(default_layer_ids(fmt, n))
+        if fmt == SPECULATORS and slices == len(ids) - 1:
+            ids = ids[:-1]  # --no-include-last-layer: the three aux ids without N
         ids_source = "default"
         notes.append(f"no layer ids given: assumed {fmt}'s default {ids} for N={n}")
     if fmt == SPECULATORS and len(ids) == slices - 1:
         ids = ids + [n]
         notes.append(f"{slices} slices for {slices - 1} ids: appended N={n} (speculators' --include-last-layer)")
     if len(ids) != slices:
+        said = f"{len(ids)} layer ids were given ({ids})" if given else (
+            f"no layer ids were given and {fmt}'s default for N={n} is {len(ids)} ids ({ids})")
         raise BadInput(
             f"{files[0]}: the file holds {slices} layer slices of hidden size {hidden}, "
-            f"but {len(ids)} layer ids were given ({ids}): give one id per slice"
+            f"but {said}: give one id per slice with --layer-ids"
         )
+    if first.storage:
+        notes.append(f"states stored as {first.storage} with a per-token scale: dequantized to float32 (values * scale)")
     mapping = map_layer_ids(fmt, ids, n)
     streams: dict[str, StreamClaim] = {}
     aux_slices = slices
@@ -140,7 +148,7 @@ def plan_import(
         streams["final"] = _claim(first.final, (n,), hidden, n, FINAL_NORM_POST, ROLE_FINAL,
                                   "SpecForge hidden_state: the post-norm final state SGLang returns")
     return ImportPlan(fmt, files, n, hidden, tuple(ids), tuple(mapping.hf_indices), mapping.rule, streams,
-                      aux_slices, slices * hidden, notes)
+                      aux_slices, slices * hidden, notes, first.storage)
 
 
 def import_source(
@@ -174,6 +182,7 @@ def import_source(
             "rule": plan.rule,
             "num_layers": plan.num_layers,
             "notes": plan.notes,
+            **({"states_storage": plan.storage} if plan.storage else {}),
         },
     )
     partial = os.fspath(out_path) + PARTIAL_SUFFIX

@@ -21,6 +21,7 @@ class ForeignSample:
     aux: torch.Tensor | None  # [S, k*H]: layer states side by side (all of them for speculators)
     final: torch.Tensor | None  # [S, H]: the last hidden state, where the format stores it apart
     hidden_size: int | None  # H where the file shows it (a final state, or speculators' [S, L, H])
+    storage: str = ""  # the stored dtype when it is not the states' own (speculators FP8: "float8_e4m3fn")
 
     def truncated(self, length: int) -> "ForeignSample":
         """The first ``length`` tokens (drops right padding)."""

@@ -7,16 +7,23 @@ Read from speculators' source (vllm-project/speculators c05b95b, 2026-08-20):
 - scripts/launch_vllm.py sets vLLM's ``eagle_aux_hidden_state_layer_ids`` to the target layer ids
   (default ``[2, N//2, N-3]``) with ``num_hidden_layers`` appended (--include-last-layer, default on):
   L = 4 slices, the last the pre-norm output of the last layer (vLLM numbering: id k = HF[k]).
+- The FP8 backend (hs-connectors' FP8HiddenStatesConnector, hs_connectors/fp8_utils.py) stores
+  ``hidden_states`` as float8_e4m3fn with ``hidden_states_scales`` float32 [S, 1, 1] (an older version
+  [S, 1]): per token, scale = amax / 448 and fp8 = x / scale, so the values are fp8 * scale.
 """
 
 from __future__ import annotations
 
+
+import torch
 
 from alignprobe.errors import BadInput
 from alignprobe.importers.files import SafetensorsFile, file_index, numbered_files
 from alignprobe.importers.sample import ForeignSample, as_states, as_token_ids
 
 SUFFIX = ".safetensors"
+SCALES_KEY = "hidden_states_scales"
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def list_files(root: str) -> list[str]:
@@ -33,6 +40,27 @@ def read(path: str) -> ForeignSample:
             f"(keys: {', '.join(sorted(f.keys)) or 'none'})"
         )
     tokens = as_token_ids(f.tensor("token_ids"), path, "token_ids")
-    states = as_states(f.tensor("hidden_states"), path, "hidden_states", len(tokens), 3)  # [S, L, H]
+    raw = f.tensor("hidden_states")
+    scales = f.tensor(SCALES_KEY) if SCALES_KEY in f.keys else None
+    states = as_states(dequantized(raw, scales, path, len(tokens)), path, "hidden_states", len(tokens), 3)  # [S, L, H]
     hidden = int(states.shape[-1])
-    return ForeignSample(path, file_index(path), tokens, None, states.reshape(len(tokens), -1), None, hidden)
+    storage = str(raw.dtype).replace("torch.", "") if scales is not None else ""
+    return ForeignSample(path, file_index(path), tokens, None, states.reshape(len(tokens), -1), None, hidden, storage)
+
+
+def dequantized(states: torch.Tensor, scales: torch.Tensor | None, path: str, length: int) -> torch.Tensor:
+    """FP8 states times their per-token scale, in float32; any other dtype as stored."""
+    if not isinstance(states, torch.Tensor) or states.dtype not in FP8_DTYPES:
+        if scales is not None:
+            raise BadInput(f"{path}: {SCALES_KEY} is there but hidden_states is {getattr(states, 'dtype', states)}, "
+                           "not FP8: the file is not what the FP8 connector writes")
+        return states
+    if scales is None:
+        raise BadInput(f"{path}: hidden_states is {states.dtype} but the file has no {SCALES_KEY}: "
+                       "FP8 states cannot be read without their per-token scale")
+    if scales.numel() != length or not scales.is_floating_point():
+        raise BadInput(f"{path}: {SCALES_KEY} has shape {tuple(scales.shape)} and dtype {scales.dtype}; "
+                       f"expected one float scale per token ({length})")
+    per_token = scales.to(torch.float32).reshape(length, *([1] * (states.ndim - 1)))
+    return states.to(torch.float32) * per_token
+
