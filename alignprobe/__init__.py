@@ -13,11 +13,13 @@ from alignprobe.dump import (  # noqa: E402
 from alignprobe.inspect import DumpSummary, inspect_dump  # noqa: E402
 import alignprobe.compare  # noqa: E402,F401 - the package is callable: alignprobe.compare(train, serve)
 from alignprobe.compare import CompareResult, Policy  # noqa: E402
+import alignprobe.audit  # noqa: E402,F401 - callable too: alignprobe.audit(paths)
 
 __all__ = [
     "__version__",
     "AlignprobeError",
     "BadInput",
+    "audit",
     "CompareResult",
     "Dump",
     "DumpWriter",

@@ -1,0 +1,54 @@
+"""Loss-mask coverage: the share of tokens the drafter is trained on, and samples with none at all
+(a template whose assistant marker the masking code did not find)."""
+
+from __future__ import annotations
+
+from alignprobe.audit.checks.base import Scanned, add_example, merge_examples
+from alignprobe.audit.policy import AuditPolicy
+from alignprobe.compare.result import Finding
+
+
+class LossMask:
+    name = "loss_mask"
+
+    def empty(self) -> dict:
+        return {"samples": 0, "tokens": 0, "masked": 0, "unmasked_samples": 0, "without_mask": 0, "examples": []}
+
+    def scan(self, partial: dict, scanned: Scanned) -> None:
+        mask = scanned.sample.loss_mask
+        if mask is None:
+            partial["without_mask"] += 1
+            return
+        real = len(mask) - scanned.sample.padding
+        trained = int(mask[:real].sum())
+        partial["samples"] += 1
+        partial["tokens"] += real
+        partial["masked"] += trained
+        if not trained:
+            partial["unmasked_samples"] += 1
+            add_example(partial["examples"], {"sample": scanned.sample.name, "tokens": real})
+
+    def merge(self, into: dict, other: dict) -> None:
+        for key in ("samples", "tokens", "masked", "unmasked_samples", "without_mask"):
+            into[key] += other[key]
+        merge_examples(into["examples"], other["examples"])
+
+    def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]:
+        out = []
+        if merged["samples"]:
+            coverage = merged["masked"] / max(merged["tokens"], 1)
+            out.append(Finding(
+                "loss_mask_coverage", "info",
+                f"the loss mask covers {coverage:.1%} of {merged['tokens']} tokens in {merged['samples']} samples",
+                {"coverage": coverage, **{k: merged[k] for k in ("samples", "tokens", "masked", "without_mask")}},
+                "",
+            ))
+        if merged["unmasked_samples"]:
+            out.append(Finding(
+                "empty_loss_mask", "warn",
+                f"{merged['unmasked_samples']} sample(s) have no token in the loss mask: they train nothing",
+                {"samples": merged["unmasked_samples"], "examples": merged["examples"]},
+                "the masking code did not find the assistant turn: check the chat template the data was "
+                "built with against the one the masking expects",
+            ))
+        return out

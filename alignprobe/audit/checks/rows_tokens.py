@@ -1,0 +1,37 @@
+"""States whose row count is not the sample's token count: the rows of another sample, a truncated
+write, or prompt tokens only where the ids hold the whole conversation."""
+
+from __future__ import annotations
+
+from alignprobe.audit.checks.base import Scanned, add_example, merge_examples
+from alignprobe.audit.policy import AuditPolicy
+from alignprobe.compare.result import Finding
+
+
+class RowsTokens:
+    name = "rows_tokens"
+
+    def empty(self) -> dict:
+        return {"samples": 0, "examples": []}
+
+    def scan(self, partial: dict, scanned: Scanned) -> None:
+        tokens = len(scanned.sample.token_ids)
+        rows = {stream: int(s.shape[0]) for stream, s in scanned.sample.states.items()}
+        if any(r != tokens for r in rows.values()):
+            partial["samples"] += 1
+            add_example(partial["examples"], {"sample": scanned.sample.name, "tokens": tokens, "rows": rows})
+
+    def merge(self, into: dict, other: dict) -> None:
+        into["samples"] += other["samples"]
+        merge_examples(into["examples"], other["examples"])
+
+    def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]:
+        if not merged["samples"]:
+            return []
+        return [Finding(
+            "rows_tokens_mismatch", "error",
+            f"{merged['samples']} sample(s) hold a different number of state rows than token ids",
+            dict(merged),
+            "each token needs exactly one state row: re-extract these samples (a truncated write, states "
+            "of the prompt only, or rows that belong to another sample)",
+        )]

@@ -1,0 +1,36 @@
+"""The audit's thresholds, each with why it is where it is; override any with ``--set KEY=VALUE``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from alignprobe.errors import BadInput
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditPolicy:
+    # compare's own default (compare/policy.py): more than 1% degenerate rows in a slice is an error.
+    degenerate_fail_fraction: float = 0.01
+    # A row norm is an outlier when its log2 lies this many robust sigmas (1.4826 * MAD of log2 norms
+    # of the same slice over the whole dataset) from the median, and at least min_factor away in
+    # plain ratio: the robust sigma of real hidden-state norms is small (a few percent), so the factor
+    # keeps a tight distribution from flagging ordinary long-tail rows.
+    norm_outlier_sigmas: float = 8.0
+    norm_outlier_min_factor: float = 4.0
+    # Tokens that always come together (a marker) in between this share and 1 - it of the samples
+    # split the set in two templates; a marker is at least min_run distinct tokens (one token
+    # alone can be any common word).
+    template_split_min_share: float = 0.05
+    template_split_min_run: int = 2
+
+    def updated(self, overrides: dict) -> "AuditPolicy":
+        fields = {f.name: f.type for f in dataclasses.fields(self)}
+        values = {}
+        for key, value in overrides.items():
+            if key not in fields:
+                raise BadInput(f"--set {key}: not an audit setting (they are: {', '.join(fields)})")
+            try:
+                values[key] = (int if "int" in str(fields[key]) else float)(value)
+            except ValueError:
+                raise BadInput(f"--set {key}={value}: give a number") from None
+        return dataclasses.replace(self, **values)

@@ -1,0 +1,51 @@
+"""Per-row facts of a stream, computed in one pass over its states and shared by every check.
+
+The sum of squares carries most of them: it is NaN exactly where a row holds a NaN, zero exactly
+where a row is all zero, and equal to H * v^2 where a row is the constant v (the few candidates are
+then checked value by value). Inf rows are confirmed the same way, so a finite row whose square
+overflows float32 is not called infinite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+
+@dataclasses.dataclass
+class RowFacts:
+    """``[rows, slices]`` arrays for one stream of one sample (rows as stored, padding included)."""
+
+    norm2: np.ndarray  # float32 sum of squares
+    nan: np.ndarray  # bool: the row holds a NaN
+    inf: np.ndarray  # bool: the row holds an Inf and no NaN
+    zero: np.ndarray  # bool: every value is exactly 0
+    constant: np.ndarray  # bool: every value equal, not zero
+
+    @property
+    def finite(self) -> np.ndarray:
+        return ~(self.nan | self.inf)
+
+
+def row_facts(states: torch.Tensor) -> RowFacts:
+    """Facts of ``states`` [rows, slices, H] in any float dtype."""
+    hidden = states.shape[-1]
+    norm2 = torch.linalg.vector_norm(states, dim=-1, dtype=torch.float32).square_()
+    n2 = norm2.numpy()
+    nan = np.isnan(n2)
+    inf = np.isinf(n2)
+    if inf.any():
+        where = np.argwhere(inf)
+        inf[inf] = torch.isinf(states[where[:, 0], where[:, 1]]).any(-1).numpy()
+    zero = n2 == 0
+    first = states[..., 0].to(torch.float32).numpy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        candidates = (~zero) & np.isfinite(n2) & (np.abs(n2 - hidden * first * first) <= 1e-4 * n2)
+    constant = np.zeros_like(zero)
+    if candidates.any():
+        where = np.argwhere(candidates)
+        rows = states[where[:, 0], where[:, 1]]
+        constant[candidates] = (rows == rows[:, :1]).all(-1).numpy()
+    return RowFacts(n2, nan, inf, zero, constant)

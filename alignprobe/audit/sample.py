@@ -1,0 +1,21 @@
+"""One sample as the audit sees it, whatever file layout it came from."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+
+@dataclasses.dataclass
+class AuditSample:
+    """A sample: token ids, optional loss mask, and each stream's states [rows, slices, H]."""
+
+    name: str  # stable across runs: "<file relative to the source>" or "<dump>#<sample id>"
+    source: str  # the dataset (PATH argument) it belongs to
+    token_ids: np.ndarray  # int64 [S]
+    loss_mask: np.ndarray | None  # int64 0/1 [S], where the layout keeps one
+    states: dict[str, torch.Tensor]  # stream -> [rows, slices, H] in the stored dtype (rows may differ from S)
+    labels: dict[str, list[str]]  # stream -> a label per slice
+    padding: int = 0  # trailing rows that are the layout's padding (SpecForge: pad id 0 with loss_mask 0)

@@ -1,0 +1,57 @@
+"""One unit, read start to end: every sample once, every check fed, one partial out.
+
+This is the whole of a worker's job (a plain function, so Dask can ship it): memory is one file's
+(or one dump sample's) states plus the checks' bounded partials. The next file is read in a
+background thread while the current one is scanned: file reads and numpy/torch arithmetic release
+the GIL, so the disk never waits for the arithmetic.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Iterator
+
+from alignprobe.audit.checks import Scanned, all_checks
+from alignprobe.audit.reading import Unreadable, iter_samples
+from alignprobe.audit.rows import row_facts
+from alignprobe.audit.units import Unit
+
+
+def scan_unit(unit: Unit) -> dict:
+    """``{"samples", "tokens", "bytes", "checks": {name: partial}}`` for one unit."""
+    checks = all_checks()
+    partials = {c.name: c.empty() for c in checks}
+    samples = tokens = 0
+    for item in _prefetched(iter_samples(unit)):
+        if isinstance(item, Unreadable):
+            next(c for c in checks if c.name == "unreadable").failed(partials["unreadable"], item.path, item.reason)
+            continue
+        scanned = Scanned(item, {stream: row_facts(states) for stream, states in item.states.items()})
+        for check in checks:
+            check.scan(partials[check.name], scanned)
+        samples += 1
+        tokens += len(item.token_ids)
+    return {"samples": samples, "tokens": tokens, "bytes": unit.bytes, "checks": partials}
+
+
+def merge_partials(parts: list[dict]) -> dict:
+    """Partials merged in the order given (unit order): the same result whoever computed them."""
+    checks = all_checks()
+    merged = {"samples": 0, "tokens": 0, "bytes": 0, "checks": {c.name: c.empty() for c in checks}}
+    for part in parts:
+        for key in ("samples", "tokens", "bytes"):
+            merged[key] += part[key]
+        for check in checks:
+            check.merge(merged["checks"][check.name], part["checks"][check.name])
+    return merged
+
+
+def _prefetched(items: Iterator) -> Iterator:
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="audit-read") as pool:
+        pending = pool.submit(next, items, None)
+        while True:
+            item = pending.result()
+            if item is None:
+                return
+            pending = pool.submit(next, items, None)
+            yield item

@@ -1,0 +1,79 @@
+"""Work units: a dataset cut into pieces that a worker reads start to end, sequentially.
+
+A unit is a run of consecutive files of a foreign folder, or a run of consecutive samples of a dump,
+of about ``UNIT_BYTES`` on disk. Units depend only on the files, never on the number of workers, so
+each unit's partial result is the same wherever it is computed, and the merge (in unit order) is too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from alignprobe.errors import BadInput
+
+# Big enough that a task's scheduling cost (~1 ms in dask) vanishes next to its read (~0.3 s at
+# 1 GB/s), small enough that 16 workers get several units each from a 10 GB set.
+UNIT_BYTES = 256 << 20
+UNIT_MAX_FILES = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    source: str  # the PATH argument (absolute)
+    format: str  # dump / specforge / speculators / eagle
+    files: tuple[str, ...]  # foreign files, or the one dump
+    first: int = 0  # dump units: samples [first, stop)
+    stop: int = 0
+    bytes: int = 0
+
+    @property
+    def key(self) -> str:
+        """Names the unit in the journal: the same files (and sizes, mtimes) give the same key."""
+        stamp = []
+        for path in self.files:
+            st = os.stat(path)
+            stamp.append(f"{os.path.relpath(path, self.source) if os.path.isdir(self.source) else os.path.basename(path)}"
+                         f":{st.st_size}:{st.st_mtime_ns}")
+        return f"{self.format}|{self.source}|{self.first}-{self.stop}|{'|'.join(stamp)}"
+
+
+def plan_units(source: str) -> list[Unit]:
+    """Every unit of one dataset path, in file order."""
+    from alignprobe.importers import specforge, speculators
+    from alignprobe.importers.detect import DUMP, SPECULATORS, detect_format
+
+    source = os.path.abspath(os.fspath(source))
+    fmt = detect_format(source)
+    if fmt == DUMP:
+        return _dump_units(source)
+    files = speculators.list_files(source) if fmt == SPECULATORS else specforge.list_files(source)
+    units, batch, size = [], [], 0
+    for path in files:
+        batch.append(path)
+        size += os.path.getsize(path)
+        if size >= UNIT_BYTES or len(batch) >= UNIT_MAX_FILES:
+            units.append(Unit(source, fmt, tuple(batch), bytes=size))
+            batch, size = [], 0
+    if batch:
+        units.append(Unit(source, fmt, tuple(batch), bytes=size))
+    return units
+
+
+def _dump_units(path: str) -> list[Unit]:
+    from alignprobe.dump import open_dump
+
+    with open_dump(path) as dump:
+        row_bytes = sum(c.width * dump.dataset(name).dtype.itemsize for name, c in dump.streams.items())
+        offsets = dump.offsets
+        n = dump.num_samples
+    if n == 0:
+        raise BadInput(f"{path}: the dump holds no samples: nothing to audit")
+    units, first = [], 0
+    while first < n:
+        stop = first + 1
+        while stop < n and (offsets[stop + 1] - offsets[first]) * row_bytes < UNIT_BYTES:
+            stop += 1
+        units.append(Unit(path, "dump", (path,), first, stop, int((offsets[stop] - offsets[first]) * row_bytes)))
+        first = stop
+    return units

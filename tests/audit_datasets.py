@@ -1,0 +1,101 @@
+"""Tiny training sets of many files, in each real layout, with any data fault planted in chosen samples.
+
+The states are seeded random rows with a per-slice scale (the audit reads data, not a model): H=32,
+three aux slices plus a final state. Tokens follow a chat template: a fixed header, the prompt, a
+fixed assistant header, then the response, which alone is in the loss mask.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from alignprobe.dump import DumpWriter, Provenance, StreamClaim
+
+H = 32
+N = 8
+HEADER = [101, 102, 103, 104]
+ASSISTANT = [105, 106]
+THINK = [107, 108, 109]  # an empty think block some samples open their response with
+FAULTS = ("nan", "zero", "constant", "norm", "repeat", "padding", "rows", "duplicate", "template", "nomask")
+
+
+def make_samples(count=24, seed=0, faults: dict[str, list[int]] | None = None):
+    """``count`` samples as dicts (tokens, loss_mask, aux [S, 3, H], final [S, H], pad); ``faults`` maps a
+    fault name to the samples it is planted in ("template": those samples get the think block)."""
+    faults = faults or {}
+    g = np.random.default_rng(seed)
+    samples = []
+    for i in range(count):
+        prompt = g.integers(200, 900, g.integers(3, 9)).tolist()
+        response = g.integers(200, 900, g.integers(4, 12)).tolist()
+        if i in faults.get("template", []):
+            response = THINK + response
+        tokens = HEADER + prompt + ASSISTANT + response
+        mask = [0] * (len(tokens) - len(response)) + [1] * len(response)
+        if i in faults.get("duplicate", []):
+            tokens, mask = samples[0]["tokens"], samples[0]["loss_mask"]
+        s = len(tokens)
+        aux = (g.standard_normal((s, 3, H)) * np.array([1.0, 4.0, 9.0])[None, :, None]).astype(np.float32)
+        final = g.standard_normal((s, H)).astype(np.float32)
+        if i in faults.get("nan", []):
+            aux[2, 1, 5] = np.nan
+        if i in faults.get("zero", []):
+            aux[1:4, 0] = 0
+        if i in faults.get("constant", []):
+            aux[2:4, 2] = 0.25
+        if i in faults.get("norm", []):
+            aux[:, 1] *= 100
+        if i in faults.get("repeat", []):
+            aux[:, 2] = aux[:, 1]
+        if i in faults.get("nomask", []):
+            mask = [0] * s
+        pad = 0
+        if i in faults.get("padding", []):
+            pad = 3
+            tokens, mask = tokens + [0] * pad, mask + [0] * pad
+            aux = np.concatenate([aux, g.standard_normal((pad, 3, H)).astype(np.float32)])
+            final = np.concatenate([final, g.standard_normal((pad, H)).astype(np.float32)])
+        if i in faults.get("rows", []):
+            aux, final = aux[:-2], final[:-2]
+        samples.append({"tokens": tokens, "loss_mask": mask, "aux": aux, "final": final, "pad": pad})
+    return samples
+
+
+def write_specforge(root, samples, gz_every=4):
+    for idx, s in enumerate(samples):
+        folder = os.path.join(root, f"rows_{idx // 2000 * 2000}-{idx // 2000 * 2000 + 2000}")
+        os.makedirs(folder, exist_ok=True)
+        record = {"input_ids": torch.tensor(s["tokens"]), "loss_mask": torch.tensor(s["loss_mask"]),
+                  "aux_hidden_state": torch.from_numpy(s["aux"].reshape(len(s["aux"]), -1)).unsqueeze(0),
+                  "hidden_state": torch.from_numpy(s["final"]).unsqueeze(0)}
+        if gz_every and idx % gz_every == 0:
+            with gzip.open(os.path.join(folder, f"data_{idx}.ckpt.gz"), "wb") as fh:
+                torch.save(record, fh)
+        else:
+            torch.save(record, os.path.join(folder, f"data_{idx}.ckpt"))
+    return str(root)
+
+
+def write_speculators(root, samples):
+    os.makedirs(root, exist_ok=True)
+    for idx, s in enumerate(samples):
+        states = np.concatenate([s["aux"], s["final"][:, None, :]], axis=1)
+        save_file({"hidden_states": torch.from_numpy(np.ascontiguousarray(states)), "token_ids": torch.tensor(s["tokens"])},
+                  os.path.join(root, f"hs_{idx}.safetensors"))
+    return str(root)
+
+
+def write_dump(path, samples):
+    """An alignprobe dump (no loss mask, no padding, no rows/tokens mismatch: the format forbids them)."""
+    streams = {"aux": StreamClaim((2, 4, 5), H, N, "float32"), "final": StreamClaim((N,), H, N, "float32", role="final")}
+    with DumpWriter(path, Provenance.here(engine="test"), streams, shard_tokens=64) as writer:
+        for idx, s in enumerate(samples):
+            if s["pad"] or len(s["aux"]) != len(s["tokens"]):
+                continue
+            writer.add(f"s{idx}", np.asarray(s["tokens"]), {"aux": s["aux"].reshape(len(s["aux"]), -1), "final": s["final"]})
+    return str(path)
