@@ -15,7 +15,7 @@ from alignprobe.errors import BadInput
 # Big enough that a task's scheduling cost (~1 ms in dask) vanishes next to its read (~0.3 s at
 # 1 GB/s), small enough that 16 workers get several units each from a 10 GB set.
 UNIT_BYTES = 256 << 20
-UNIT_MAX_FILES = 512
+UNIT_MAX_FILES = 512  # files (or dump samples) a unit: small files are many
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +72,7 @@ def _dump_units(path: str) -> list[Unit]:
     units, first = [], 0
     while first < n:
         stop = first + 1
-        while stop < n and (offsets[stop + 1] - offsets[first]) * row_bytes < UNIT_BYTES:
+        while stop < n and stop - first < UNIT_MAX_FILES and (offsets[stop + 1] - offsets[first]) * row_bytes < UNIT_BYTES:
             stop += 1
         units.append(Unit(path, "dump", (path,), first, stop, int((offsets[stop] - offsets[first]) * row_bytes)))
         first = stop

@@ -81,6 +81,7 @@ COMMANDS = {
     "compare": ("alignprobe.cli.compare", "compare", "Compare a train and a serve dump per layer; the gate."),
     "report": ("alignprobe.cli.report", "report", "Render report.html and summary.md from a result.json."),
     "import": ("alignprobe.cli.import_", "import_command", "Import SpecForge, speculators or EAGLE hidden states."),
+    "audit": ("alignprobe.cli.audit", "audit", "Audit a training set in place: every sample once, data faults named."),
     "demo": ("alignprobe.cli.demo", "demo", "Plant the Kimi-K2.5 faults in a tiny model; compare each."),
     "gate": ("alignprobe.cli.gate", "gate", "Capture both sides, compare, report; exit with the verdict."),
     "diff": ("alignprobe.cli.diff", "diff", "What changed between two result.json files; exit 1 on a regression."),

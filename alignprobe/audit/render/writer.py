@@ -1,0 +1,45 @@
+"""Write the audit's files atomically into one folder (or any of them alone)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from alignprobe.audit.render.html import render_html
+from alignprobe.audit.render.junit import render_junit
+from alignprobe.audit.render.markdown import render_markdown
+from alignprobe.audit.result import AuditResult
+from alignprobe.errors import BadInput
+
+
+@dataclasses.dataclass
+class AuditReportFiles:
+    html: str
+    markdown: str
+    json: str
+    junit: str
+
+
+def write_audit_report(result: AuditResult, out_dir: str | os.PathLike, strict: bool = False) -> AuditReportFiles:
+    out_dir = os.fspath(out_dir)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise BadInput(f"{out_dir}: exists and is not a folder; give --report a folder")
+    os.makedirs(out_dir, exist_ok=True)
+    files = AuditReportFiles(*(os.path.join(out_dir, n) for n in ("report.html", "summary.md", "result.json", "junit.xml")))
+    write_atomic(files.html, render_html(result))
+    write_atomic(files.markdown, render_markdown(result))
+    write_atomic(files.json, result.to_json())
+    write_atomic(files.junit, render_junit(result, strict))
+    return files
+
+
+def write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise BadInput(f"{path}: cannot write it ({exc.strerror or exc})") from None

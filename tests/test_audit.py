@@ -1,0 +1,175 @@
+"""alignprobe audit: every data fault planted in a set of many files, in each layout, found and named;
+a clean set passes with nothing above info; the result is the same on a LocalCluster of 2 workers;
+a killed audit resumes without reading finished units again."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from click.testing import CliRunner
+
+import alignprobe
+from alignprobe.audit import units as audit_units
+from alignprobe.audit import cluster as audit_cluster
+from alignprobe.cli.main import cli
+from audit_datasets import make_samples, write_dump, write_specforge, write_speculators
+
+FAULTS = {"nan": [3], "zero": [5], "constant": [6], "norm": [7], "repeat": [8], "padding": [9], "rows": [10],
+          "duplicate": [11], "template": list(range(12, 20)), "nomask": [21]}
+# What each planted fault is named; None where the layout cannot hold the fault (a dump has no padding,
+# loss mask or rows/tokens mismatch; speculators files have no loss mask, so no padding either).
+EXPECTED = {
+    "nan": "nonfinite", "zero": "degenerate", "constant": "degenerate", "norm": "norm_outlier",
+    "repeat": "repeated_tap", "padding": "padding_states", "rows": "rows_tokens_mismatch",
+    "duplicate": "duplicate_samples", "template": "template_split", "nomask": "empty_loss_mask",
+}
+CANNOT = {"dump": {"padding", "rows", "nomask"}, "speculators": {"padding", "nomask"}, "specforge": set()}
+WRITERS = {"specforge": lambda root, s: write_specforge(root / "sf", s),
+           "speculators": lambda root, s: write_speculators(root / "hs", s),
+           "dump": lambda root, s: write_dump(root / "d.h5", s)}
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory):
+    samples = make_samples(40, faults=FAULTS)
+    root = tmp_path_factory.mktemp("faulty")
+    return {layout: write(root, samples) for layout, write in WRITERS.items()}
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    samples = make_samples(40, seed=1)
+    root = tmp_path_factory.mktemp("clean")
+    return {layout: write(root, samples) for layout, write in WRITERS.items()}
+
+
+@pytest.fixture
+def small_units(monkeypatch):
+    monkeypatch.setattr(audit_units, "UNIT_MAX_FILES", 6)  # many units from 40 files
+
+
+def named_samples(result, code):
+    return {flag.sample for flag in result.samples_flagged if code in flag.codes}
+
+
+@pytest.mark.parametrize("layout", list(WRITERS))
+def test_each_planted_fault_is_found_and_named(faulty, layout, small_units):
+    result = alignprobe.audit(faulty[layout])
+    assert result.verdict == "FAIL" and result.sources[0].units > 1
+    codes = set(result.codes())
+    for fault, code in EXPECTED.items():
+        if fault in CANNOT[layout]:
+            continue
+        assert code in codes, (layout, fault, result.codes())
+    if layout == "specforge":  # the samples are named too
+        assert any("data_3." in s for s in named_samples(result, "nonfinite"))
+        assert any("data_8." in s for s in named_samples(result, "repeated_tap"))
+        assert any("data_7." in s for s in named_samples(result, "norm_outlier"))
+    expected = set(EXPECTED.values()) - {EXPECTED[f] for f in CANNOT[layout]} | {"loss_mask_coverage"}
+    if layout != "specforge":
+        expected.discard("loss_mask_coverage")
+    assert codes == expected, sorted(codes ^ expected)
+    split = next(f for f in result.findings if f.code == "template_split")
+    assert split.evidence["tokens"] == [107, 108, 109] and split.evidence["samples_with"] == 8
+
+
+def test_degenerate_and_nonfinite_counts_are_exact(faulty):
+    result = alignprobe.audit(faulty["specforge"])
+    by_key = {s.key: s for s in result.slices}
+    assert by_key["sf:aux:aux[0]"].zero_rows == 3 and by_key["sf:aux:aux[2]"].constant_rows == 2
+    assert by_key["sf:aux:aux[1]"].nan_rows == 1 and by_key["sf:aux:aux[1]"].inf_rows == 0
+
+
+@pytest.mark.parametrize("layout", list(WRITERS))
+def test_a_clean_set_reports_nothing_above_info(clean, layout):
+    result = alignprobe.audit(clean[layout])
+    assert result.verdict == "PASS", [f.title for f in result.findings]
+    assert {f.severity for f in result.findings} <= {"info"}
+
+
+def test_several_paths_at_once_and_a_path_twice(faulty, clean):
+    result = alignprobe.audit([clean["dump"], clean["specforge"]])  # the same samples twice, in two layouts
+    # (tokens that two prompts share now sit in four samples, twice each: template_split may see them)
+    assert len(result.sources) == 2 and result.verdict == "WARN" and "duplicate_samples" in result.codes()
+    assert next(f for f in result.findings if f.code == "duplicate_samples").evidence["extra_samples"] == 40
+    with pytest.raises(alignprobe.BadInput, match="given twice"):
+        alignprobe.audit([clean["dump"], clean["dump"]])
+
+
+def comparable(result):
+    record = dataclasses.asdict(result)
+    for key in ("elapsed_s", "workers", "notes", "resumed_units"):
+        record.pop(key)
+    return json.dumps(record, sort_keys=True, default=str)
+
+
+@pytest.mark.slow
+def test_a_local_cluster_of_two_gives_the_same_result(faulty, small_units):
+    pytest.importorskip("distributed")
+    for layout in ("specforge", "speculators", "dump"):
+        here = alignprobe.audit(faulty[layout])
+        assert here.sources[0].units > 1
+        there = alignprobe.audit(faulty[layout], workers=2)
+        assert there.workers == 2
+        assert comparable(here) == comparable(there), layout
+
+
+def test_a_killed_audit_resumes_without_reading_finished_units(faulty, small_units, tmp_path, monkeypatch):
+    journal = tmp_path / "audit.journal.jsonl"
+    fresh = alignprobe.audit(faulty["specforge"])
+    real_scan, calls = audit_cluster.scan_unit, []
+
+    def dies_on_the_third(unit):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(unit.key)
+        return real_scan(unit)
+
+    monkeypatch.setattr(audit_cluster, "scan_unit", dies_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        alignprobe.audit(faulty["specforge"], journal=journal)
+    assert len(journal.read_text().splitlines()) == 2
+    with open(journal, "a") as fh:
+        fh.write('{"v": 1, "unit": "cut sh')  # the line a kill cut short
+    read_again = []
+    monkeypatch.setattr(audit_cluster, "scan_unit", lambda unit: read_again.append(unit.key) or real_scan(unit))
+    resumed = alignprobe.audit(faulty["specforge"], journal=journal)
+    assert not set(read_again) & set(calls) and len(read_again) == fresh.sources[0].units - 2
+    assert resumed.resumed_units == 2 and comparable(resumed) == comparable(fresh)
+    assert not journal.exists()  # removed once the result is in
+
+
+def test_cli_exit_codes_and_report_files(faulty, clean, tmp_path):
+    runner = CliRunner()
+    out = runner.invoke(cli, ["audit", faulty["specforge"], "--report", str(tmp_path / "r"), "--no-progress",
+                              "--junit", str(tmp_path / "j.xml")])
+    assert out.exit_code == 1, out.output
+    assert "nonfinite" in out.output and (tmp_path / "r" / "report.html").exists()
+    suite = ET.parse(tmp_path / "r" / "junit.xml").getroot()
+    failed = {c.get("name") for c in suite if c.find("failure") is not None}
+    assert {"nonfinite", "repeated_tap", "rows_tokens_mismatch"} <= failed and "template_split" not in failed
+    strict = {c.get("name") for c in ET.parse(tmp_path / "j.xml").getroot() if c.find("failure") is not None}
+    assert strict == failed  # --junit without --strict: the same cases
+    saved = alignprobe.audit.AuditResult.from_json((tmp_path / "r" / "result.json").read_text())
+    assert saved.verdict == "FAIL" and "nonfinite" in saved.codes()
+    assert "`nonfinite`" in (tmp_path / "r" / "summary.md").read_text()
+    assert runner.invoke(cli, ["audit", clean["dump"], "--no-progress"]).exit_code == 0
+    assert runner.invoke(cli, ["audit", clean["specforge"], "--no-progress", "--strict"]).exit_code == 0
+    bad = runner.invoke(cli, ["audit", str(tmp_path / "missing"), "--no-progress"])
+    assert bad.exit_code == 2 and "no such file" in bad.output
+    bad = runner.invoke(cli, ["audit", clean["dump"], "--set", "nope=1", "--no-progress"])
+    assert bad.exit_code == 2 and "not an audit setting" in bad.output
+
+
+def test_a_damaged_file_is_named_and_the_rest_read(clean, tmp_path):
+    import shutil
+
+    root = tmp_path / "sf"
+    shutil.copytree(clean["specforge"], root)
+    victim = sorted(root.rglob("data_5.ckpt"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    result = alignprobe.audit(root)
+    assert result.codes()[0] == "unreadable_file" and result.samples == 39
