@@ -25,7 +25,7 @@ def run_units(units: Sequence[Unit], *, workers: int | None = None, scheduler: s
     try:
         from distributed import as_completed
 
-        futures = client.map(_scan_one_thread, list(units), key=[f"audit-{i}-{u.key}" for i, u in enumerate(units)])
+        futures = client.map(scan_unit, list(units), key=[f"audit-{i}-{u.key}" for i, u in enumerate(units)])
         index = {f.key: i for i, f in enumerate(futures)}
         for future in as_completed(futures):
             yield index[future.key], future.result()
@@ -34,13 +34,6 @@ def run_units(units: Sequence[Unit], *, workers: int | None = None, scheduler: s
         client.close()
         if cluster is not None:
             cluster.close()
-
-
-def _scan_one_thread(unit: Unit) -> dict:
-    import torch
-
-    torch.set_num_threads(1)  # a worker is a core: parallelism comes from the workers
-    return scan_unit(unit)
 
 
 def _client(workers, scheduler, memory_limit):

@@ -63,7 +63,7 @@ def _foreign_sample(unit: Unit, path: str) -> AuditSample:
         labels = [f"slice[{j}]" for j in range(states.shape[1])]
         return AuditSample(name, unit.source, tokens, None, {"hidden_states": states}, {"hidden_states": labels})
 
-    data = load_torch_dict(path)
+    data = load_torch_dict(path, mmap=False)  # every byte is read: one sequential read beats page faults
     layout = specforge.layout_of(data)
     if layout == "unknown" or "input_ids" not in data:
         raise BadInput(f"{path}: keys {sorted(data)} are neither SpecForge's nor EAGLE ge_data's")

@@ -29,23 +29,31 @@ class RowFacts:
         return ~(self.nan | self.inf)
 
 
+# Rows reduced at a time: a few MB, so each piece stays in cache while it is widened and summed.
+CHUNK_VALUES = 1 << 20
+
+
 def row_facts(states: torch.Tensor) -> RowFacts:
-    """Facts of ``states`` [rows, slices, H] in any float dtype."""
-    hidden = states.shape[-1]
-    norm2 = torch.linalg.vector_norm(states, dim=-1, dtype=torch.float32).square_()
-    n2 = norm2.numpy()
+    """Facts of ``states`` [rows, slices, H] in any float dtype (call with torch on one thread: see scan.py)."""
+    rows, slices, hidden = states.shape
+    norm2 = torch.empty(rows, slices, dtype=torch.float32)
+    step = max(1, CHUNK_VALUES // max(1, slices * hidden))
+    for start in range(0, rows, step):
+        torch.linalg.vector_norm(states[start : start + step], dim=-1, dtype=torch.float32,
+                                 out=norm2[start : start + step])
+    first = states[..., 0].to(torch.float32).numpy()
+    n2 = norm2.square_().numpy()
     nan = np.isnan(n2)
     inf = np.isinf(n2)
     if inf.any():
         where = np.argwhere(inf)
         inf[inf] = torch.isinf(states[where[:, 0], where[:, 1]]).any(-1).numpy()
     zero = n2 == 0
-    first = states[..., 0].to(torch.float32).numpy()
     with np.errstate(over="ignore", invalid="ignore"):
         candidates = (~zero) & np.isfinite(n2) & (np.abs(n2 - hidden * first * first) <= 1e-4 * n2)
     constant = np.zeros_like(zero)
     if candidates.any():
         where = np.argwhere(candidates)
-        rows = states[where[:, 0], where[:, 1]]
-        constant[candidates] = (rows == rows[:, :1]).all(-1).numpy()
+        picked = states[where[:, 0], where[:, 1]]
+        constant[candidates] = (picked == picked[:, :1]).all(-1).numpy()
     return RowFacts(n2, nan, inf, zero, constant)

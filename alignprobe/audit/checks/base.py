@@ -50,6 +50,8 @@ class Check(Protocol):
 
     def merge(self, into: dict, other: dict) -> None: ...
 
+    # Optional: ``finish(partial)`` at the end of a unit, for a check that keeps numpy work pending.
+
     def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]: ...
 
 

@@ -20,7 +20,7 @@ from alignprobe.audit.checks.base import Scanned
 from alignprobe.audit.policy import AuditPolicy
 from alignprobe.compare.result import Finding
 
-MIN_SAMPLES = 3  # on each side of a split: two samples sharing tokens are a duplicate, not a template
+MIN_SAMPLES = 8  # on each side: unrelated tokens seen in only a few samples share those by chance
 MAX_GROUPS = 5
 
 
@@ -28,36 +28,33 @@ class TemplateSplit:
     name = "template_split"
 
     def empty(self) -> dict:
-        return {"samples": 0, "tokens": {}}  # token id (str) -> [samples holding it, fingerprint]
+        # Parallel lists sorted by token id: samples holding the token, and their fingerprint.
+        return {"samples": 0, "ids": [], "counts": [], "marks": []}
 
     def scan(self, partial: dict, scanned: Scanned) -> None:
         tokens = scanned.sample.token_ids[: len(scanned.sample.token_ids) - scanned.sample.padding]
         mark = int.from_bytes(hashlib.blake2b(scanned.sample.name.encode(), digest_size=8).digest(), "little")
-        table = partial["tokens"]
-        for token in np.unique(tokens).tolist():
-            entry = table.get(str(token))
-            if entry is None:
-                table[str(token)] = [1, mark]
-            else:
-                entry[0] += 1
-                entry[1] = (entry[1] + mark) & 0xFFFFFFFFFFFFFFFF
+        pending = partial.setdefault("_pending", [])  # numpy until finish(): no per-token Python work
+        pending.append((np.unique(tokens), mark))
         partial["samples"] += 1
+
+    def finish(self, partial: dict) -> None:
+        pending = partial.pop("_pending", [])
+        if not pending:
+            return
+        ids = np.concatenate([u for u, _ in pending])
+        marks = np.concatenate([np.full(len(u), m, dtype=np.uint64) for u, m in pending])
+        _fold(partial, ids, np.ones(len(ids), dtype=np.int64), marks)
 
     def merge(self, into: dict, other: dict) -> None:
         into["samples"] += other["samples"]
-        table = into["tokens"]
-        for token, (count, mark) in other["tokens"].items():
-            entry = table.get(token)
-            if entry is None:
-                table[token] = [count, mark]
-            else:
-                entry[0] += count
-                entry[1] = (entry[1] + mark) & 0xFFFFFFFFFFFFFFFF
+        _fold(into, np.asarray(other["ids"], dtype=np.int64), np.asarray(other["counts"], dtype=np.int64),
+              np.asarray(other["marks"], dtype=np.uint64))
 
     def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]:
         total = merged["samples"]
         groups: dict[tuple[int, int], list[int]] = {}
-        for token, (count, mark) in merged["tokens"].items():
+        for token, count, mark in zip(merged["ids"], merged["counts"], merged["marks"]):
             share = count / max(total, 1)
             if (policy.template_split_min_share <= share <= 1 - policy.template_split_min_share
                     and count >= MIN_SAMPLES and total - count >= MIN_SAMPLES):
@@ -76,3 +73,16 @@ class TemplateSplit:
                 "some samples only, a second template): the drafter is served one of them",
             ))
         return out
+
+
+def _fold(table: dict, ids: np.ndarray, counts: np.ndarray, marks: np.ndarray) -> None:
+    """Add (token, count, fingerprint) triples into the table; uint64 sums wrap: modulo 2^64."""
+    ids = np.concatenate([np.asarray(table["ids"], dtype=np.int64), ids])
+    counts = np.concatenate([np.asarray(table["counts"], dtype=np.int64), counts])
+    marks = np.concatenate([np.asarray(table["marks"], dtype=np.uint64), marks])
+    unique, inverse = np.unique(ids, return_inverse=True)
+    summed = np.zeros(len(unique), dtype=np.uint64)
+    np.add.at(summed, inverse, marks)
+    total = np.zeros(len(unique), dtype=np.int64)
+    np.add.at(total, inverse, counts)
+    table["ids"], table["counts"], table["marks"] = unique.tolist(), total.tolist(), summed.tolist()

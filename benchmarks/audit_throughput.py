@@ -1,0 +1,186 @@
+"""Audit throughput against a raw read of the same files, measured in the same run.
+
+Writes a SpecForge folder (bf16 ``data_*.ckpt``, a share of them ``.ckpt.gz``) of about ``--gb``
+GB, then, each in a fresh process with the files evicted from the page cache first (cold):
+- ``raw``: ``torch.load`` of every file in one process (the baseline), and ``raw_threads``: the same
+  with 16 threads (what the disk gives when many readers ask);
+- ``audit``: ``alignprobe.audit`` in one process;
+- ``dask N``: the audit on a LocalCluster of N single-threaded workers (cluster start not timed;
+  each worker's peak RSS is its own VmHWM);
+- ``import``: ``alignprobe import`` of the folder, and ``compare_foreign``: ``compare`` with the
+  folder as the train side against the imported dump, next to ``compare_dumps`` of two dumps.
+
+    python benchmarks/audit_throughput.py --gb 1 --hidden 1024 --workers 1,2
+    python benchmarks/audit_throughput.py --gb 6 --hidden 7168 --workers 1,2,4,8,16 --dir /local/disk
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _measure import evict_from_page_cache, run_child  # noqa: E402
+
+LAYER_IDS = "1,3,4"  # SpecForge's default for N=8: the states are random, only their size matters
+NUM_LAYERS = 8
+
+
+def write_specforge(root: str, gb: float, hidden: int, tokens: int, gz_every: int) -> list[str]:
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    pool = torch.randn(tokens + 4096, 4 * hidden, generator=g).to(torch.bfloat16)
+    per_file = tokens * 4 * hidden * 2
+    count = max(2, int(gb * 1e9 / per_file))
+    paths = []
+    folder = os.path.join(root, "rows_0-2000")
+    os.makedirs(folder, exist_ok=True)
+    for idx in range(count):
+        start = (idx * 997) % 4096
+        rows = pool[start : start + tokens]
+        record = {"input_ids": torch.randint(1, 30000, (tokens,), generator=g),
+                  "loss_mask": torch.ones(tokens, dtype=torch.long),
+                  "aux_hidden_state": rows[:, : 3 * hidden].unsqueeze(0).clone(),
+                  "hidden_state": rows[:, 3 * hidden :].unsqueeze(0).clone()}
+        if gz_every and idx % gz_every == 0:
+            path = os.path.join(folder, f"data_{idx}.ckpt.gz")
+            with gzip.open(path, "wb", compresslevel=1) as fh:
+                torch.save(record, fh)
+        else:
+            path = os.path.join(folder, f"data_{idx}.ckpt")
+            torch.save(record, path)
+        paths.append(path)
+    return paths
+
+
+def evict(paths):
+    for p in paths:
+        evict_from_page_cache(p)
+
+
+PEAK = """
+def peak():
+    with open('/proc/self/status') as fh:
+        for line in fh:
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1]) / 1024
+"""
+
+RAW = PEAK + """
+import json, sys, time, glob, os
+from concurrent.futures import ThreadPoolExecutor
+from alignprobe.importers.files import load_torch_dict
+files = sorted(glob.glob(os.path.join(sys.argv[1], '*', 'data_*')))
+threads = int(sys.argv[2])
+def one(p):
+    d = load_torch_dict(p, mmap=False)  # read every byte: a mapped load reads nothing until touched
+    return sum(t.numel() * t.element_size() for t in d.values())
+t = time.perf_counter()
+if threads == 1:
+    n = sum(one(p) for p in files)
+else:
+    with ThreadPoolExecutor(threads) as pool:
+        n = sum(pool.map(one, files))
+print(json.dumps({"s": time.perf_counter() - t, "bytes": n, "rss_mb": peak()}))
+"""
+
+AUDIT = PEAK + """
+import json, sys, time
+import alignprobe
+t = time.perf_counter()
+r = alignprobe.audit(sys.argv[1])
+print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak(), "verdict": r.verdict, "samples": r.samples}))
+"""
+
+DASK = PEAK + """
+import json, sys, time
+import alignprobe
+from distributed import Client, LocalCluster
+n = int(sys.argv[2])
+with LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=None, memory_limit="4GiB") as cluster, Client(cluster) as client:
+    client.run(lambda: None)
+    t = time.perf_counter()
+    r = alignprobe.audit(sys.argv[1], scheduler=cluster.scheduler_address)
+    s = time.perf_counter() - t
+    rss = list(client.run(peak).values())
+print(json.dumps({"s": s, "worker_rss_mb": max(rss), "client_rss_mb": peak(), "samples": r.samples}))
+"""
+
+IMPORT = PEAK + """
+import json, sys, time
+from alignprobe.importers import import_source
+t = time.perf_counter()
+import_source(sys.argv[1], sys.argv[2], layer_ids=[1, 3, 4], num_layers=8, overwrite=True, progress=False)
+print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak()}))
+"""
+
+COMPARE = PEAK + """
+import json, sys, time
+from alignprobe.compare import compare
+t = time.perf_counter()
+options = {"train_import": {"layer_ids": [1, 3, 4], "num_layers": 8}} if sys.argv[3] == "foreign" else {}
+compare(sys.argv[1], sys.argv[2], **options)
+print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak()}))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gb", type=float, default=1.0)
+    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--tokens", type=int, default=2048, help="tokens a file (sample)")
+    parser.add_argument("--gz-every", type=int, default=0, help="every k-th file .ckpt.gz (0: none)")
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--skip", default="", help="comma-separated: import,compare")
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    root = tempfile.mkdtemp(prefix="audit-bench-", dir=args.dir)
+    skip = set(filter(None, args.skip.split(",")))
+    try:
+        folder = os.path.join(root, "specforge")
+        t = time.perf_counter()
+        paths = write_specforge(folder, args.gb, args.hidden, args.tokens, args.gz_every)
+        size = sum(os.path.getsize(p) for p in paths)
+        print(f"wrote {len(paths)} files, {size / 1e9:.2f} GB on disk, H={args.hidden}, in {time.perf_counter() - t:.1f} s",
+              flush=True)
+        rows = []
+
+        def measure(name, code, *argv, base=None):
+            evict(paths)
+            out = run_child(code, *argv)
+            gbps = size / out["s"] / 1e9
+            ratio = f"{base / out['s']:.2f}x" if base else "1.00x"
+            extra = {k: v for k, v in out.items() if k not in ("s",)}
+            print(f"  {name:18} {out['s']:7.2f} s  {gbps:5.2f} GB/s  {ratio:>6} of raw  {json.dumps(extra)}", flush=True)
+            rows.append({"name": name, **out, "gb_per_s": gbps})
+            return out["s"]
+
+        raw = measure("raw torch.load", RAW, folder, "1")
+        measure("raw 16 threads", RAW, folder, "16", base=raw)
+        measure("audit (1 process)", AUDIT, folder, base=raw)
+        for n in [int(w) for w in args.workers.split(",") if w]:
+            measure(f"audit dask {n}", DASK, folder, str(n), base=raw)
+        if "import" not in skip:
+            dump = os.path.join(root, "imported.h5")
+            measure("import", IMPORT, folder, dump, base=raw)
+            if "compare" not in skip:
+                paths.append(dump)
+                measure("compare foreign", COMPARE, folder, dump, "foreign", base=raw)
+                copy = os.path.join(root, "copy.h5")
+                shutil.copy(dump, copy)
+                paths.append(copy)
+                measure("compare 2 dumps", COMPARE, dump, copy, "dumps", base=raw)
+        print(json.dumps({"gb_on_disk": size, "files": len(paths), "hidden": args.hidden, "rows": rows}))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
