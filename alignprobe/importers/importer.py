@@ -17,7 +17,8 @@ from typing import Sequence
 import torch
 
 from alignprobe.conventions import default_layer_ids, map_layer_ids
-from alignprobe.dump import DumpWriter, Provenance, StreamClaim, open_dump
+from alignprobe.dump import Provenance, StreamClaim, open_dump
+from alignprobe.dump.planned_writer import PlannedDumpWriter
 from alignprobe.dump.encoding import dtype_name
 from alignprobe.dump.reader import PARTIAL_SUFFIX
 from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL
@@ -188,40 +189,62 @@ def import_source(
     partial = os.fspath(out_path) + PARTIAL_SUFFIX
     if os.path.isdir(partial):
         raise BadInput(f"{partial}/ is left from an unfinished run: delete it, or choose another output path")
-    writer = DumpWriter(out_path, provenance, plan.streams, overwrite=overwrite, shard_tokens=shard_tokens)
+    # Two passes: the token ids first (a few bytes a file), so every sample's id and length are known
+    # and the dump is written in place, each state byte read once and written once (DumpWriter's
+    # shards and merge wrote it twice and read it back: 0.39x of a raw read, issue 15).
+    planned = _plan_samples(plan, names, progress)
+    writer = PlannedDumpWriter(out_path, provenance, plan.streams, [(sid, length) for sid, length, _ in planned],
+                               overwrite=overwrite, flush_tokens=shard_tokens)
     try:
-        counts = _write_all(plan, names, writer, progress)
+        counts = _write_all(plan, planned, writer, progress)
     except BaseException:
+        writer.abandon()
         shutil.rmtree(partial, ignore_errors=True)  # an import is redone from scratch, never resumed
         raise
     writer.finish()
     return ImportResult(os.fspath(out_path), plan, len(plan.files), *counts, names.matched)
 
 
-def read_sample(fmt: str, path: str) -> ForeignSample:
-    return speculators.read(path) if fmt == SPECULATORS else specforge.read(path, fmt)
+def read_sample(fmt: str, path: str, mmap: bool = True) -> ForeignSample:
+    return speculators.read(path) if fmt == SPECULATORS else specforge.read(path, fmt, mmap=mmap)
 
 
 # -- plumbing ------------------------------------------------------------------------------------
 
 
-def _write_all(plan: ImportPlan, names: "_SampleNames", writer: DumpWriter, progress: bool) -> tuple[int, int, int]:
-    """Every file into the writer, one at a time; returns (tokens, padded samples, padding tokens)."""
+def _plan_samples(plan: ImportPlan, names: "_SampleNames", progress: bool) -> list[tuple[str, int, int]]:
+    """``(sample id, length kept, padding dropped)`` of every file, from its token ids alone."""
+    from tqdm.auto import tqdm
+
+    reader = speculators.read_tokens if plan.format == SPECULATORS else specforge.read_tokens
+    out, seen = [], {}
+    for path in tqdm(plan.files, desc=f"plan {plan.format}", unit="file", disable=not progress):
+        tokens, mask = reader(path)
+        pad = specforge.padding_of(tokens, mask) if plan.format == SPECFORGE else 0
+        sample_id, pad = names.name(tokens.tolist(), pad)
+        if sample_id in seen:
+            raise BadInput(f"{path}: sample id {sample_id!r} was already taken by {seen[sample_id]} (the same tokens twice?)")
+        seen[sample_id] = path
+        out.append((sample_id, len(tokens) - pad, pad))
+    return out
+
+
+def _write_all(plan: ImportPlan, planned, writer: PlannedDumpWriter, progress: bool) -> tuple[int, int, int]:
+    """Every file into its place, one at a time; returns (tokens, padded samples, padding tokens)."""
     from tqdm.auto import tqdm
 
     tokens = padded = padding_tokens = 0
-    for path in tqdm(plan.files, desc=f"import {plan.format}", unit="file", disable=not progress):
-        sample = read_sample(plan.format, path)
+    for path, (sample_id, length, pad) in tqdm(list(zip(plan.files, planned)), desc=f"import {plan.format}",
+                                               unit="file", disable=not progress):
+        sample = read_sample(plan.format, path, mmap=False)  # every byte is wanted: one sequential read
         _check_like_first(sample, plan)
-        pad = specforge.padding_length(sample) if plan.format == SPECFORGE else 0
-        sample_id, pad = names.name(sample.token_ids.tolist(), pad)
+        if len(sample.token_ids) != length + pad:
+            raise BadInput(f"{path}: changed while it was imported ({length + pad} tokens, now {len(sample.token_ids)})")
         if pad:
-            sample = sample.truncated(len(sample.token_ids) - pad)
+            sample = sample.truncated(length)
             padded, padding_tokens = padded + 1, padding_tokens + pad
-        if sample_id in writer.done_ids:
-            raise BadInput(f"{path}: sample id {sample_id!r} was already taken by another file (the same tokens twice?)")
         writer.add(sample_id, sample.token_ids, _streams_of(sample, plan))
-        tokens += len(sample.token_ids)
+        tokens += length
     return tokens, padded, padding_tokens
 
 
@@ -282,9 +305,9 @@ def _streams_of(sample: ForeignSample, plan: ImportPlan) -> dict[str, torch.Tens
     h = plan.hidden_size
     out = {}
     if "aux" in plan.streams:
-        out["aux"] = sample.aux[:, : plan.aux_slices * h]
+        out["aux"] = sample.aux[:, : plan.aux_slices * h].contiguous()  # a view unless speculators splits it
     if "final" in plan.streams:
-        out["final"] = sample.final if plan.format != SPECULATORS else sample.aux[:, plan.aux_slices * h :]
+        out["final"] = sample.final if plan.format != SPECULATORS else sample.aux[:, plan.aux_slices * h :].contiguous()
     return out
 
 

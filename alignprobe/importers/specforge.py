@@ -18,7 +18,7 @@ one sample a file, no padding.
 
 from __future__ import annotations
 
-
+import numpy as np
 import torch
 
 from alignprobe.errors import BadInput
@@ -46,9 +46,9 @@ def layout_of(keys) -> str:
     return "unknown"
 
 
-def read(path: str, expected_layout: str) -> ForeignSample:
+def read(path: str, expected_layout: str, mmap: bool = True) -> ForeignSample:
     """One file of ``expected_layout`` (``specforge`` covers both SpecForge layouts)."""
-    data = load_torch_dict(path)
+    data = load_torch_dict(path, mmap=mmap)
     layout = layout_of(data)
     family = "eagle" if layout == "eagle" else "specforge" if layout.startswith("specforge") else layout
     if family != expected_layout:
@@ -83,11 +83,26 @@ def read(path: str, expected_layout: str) -> ForeignSample:
     return ForeignSample(path, file_index(path), tokens, loss_mask, aux, final, hidden)
 
 
+def read_tokens(path: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Only ``input_ids`` and ``loss_mask`` (0/1) of a file: a mapped load reads just their bytes (a
+    ``.ckpt.gz`` is decompressed whole: gzip cannot seek)."""
+    data = load_torch_dict(path)
+    if "input_ids" not in data:
+        raise BadInput(f"{path}: no input_ids (keys: {sorted(data)})")
+    tokens = as_token_ids(data["input_ids"], path, "input_ids")
+    mask = data.get("loss_mask")
+    return tokens, as_token_ids(mask.ne(0), path, "loss_mask") if isinstance(mask, torch.Tensor) else None
+
+
 def padding_length(sample: ForeignSample) -> int:
     """Tokens of right padding at the end: the trailing run of pad id 0 with loss_mask 0."""
-    if sample.loss_mask is None:
+    return padding_of(sample.token_ids, sample.loss_mask)
+
+
+def padding_of(token_ids: np.ndarray, loss_mask: np.ndarray | None) -> int:
+    if loss_mask is None or len(loss_mask) != len(token_ids):
         return 0
-    pad = (sample.token_ids == PAD_TOKEN) & (sample.loss_mask == 0)
+    pad = (token_ids == PAD_TOKEN) & (loss_mask == 0)
     count = 0
     for is_pad in pad[::-1]:
         if not is_pad:

@@ -64,3 +64,11 @@ def dequantized(states: torch.Tensor, scales: torch.Tensor | None, path: str, le
     per_token = scales.to(torch.float32).reshape(length, *([1] * (states.ndim - 1)))
     return states.to(torch.float32) * per_token
 
+
+
+def read_tokens(path: str):
+    """Only ``token_ids`` of a file (safetensors reads just that tensor)."""
+    f = SafetensorsFile(path)
+    if "token_ids" not in f.keys:
+        raise BadInput(f"{path}: not a speculators hidden-state file: missing token_ids")
+    return as_token_ids(f.tensor("token_ids"), path, "token_ids"), None
