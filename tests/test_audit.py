@@ -122,20 +122,20 @@ def test_a_killed_audit_resumes_without_reading_finished_units(faulty, small_uni
     fresh = alignprobe.audit(faulty["specforge"])
     real_scan, calls = audit_cluster.scan_unit, []
 
-    def dies_on_the_third(unit):
+    def dies_on_the_third(unit, *args):
         if len(calls) == 2:
             raise KeyboardInterrupt
         calls.append(unit.key)
-        return real_scan(unit)
+        return real_scan(unit, *args)
 
     monkeypatch.setattr(audit_cluster, "scan_unit", dies_on_the_third)
     with pytest.raises(KeyboardInterrupt):
-        alignprobe.audit(faulty["specforge"], journal=journal)
+        alignprobe.audit(faulty["specforge"], journal=journal, threads=1)
     assert len(journal.read_text().splitlines()) == 2
     with open(journal, "a") as fh:
         fh.write('{"v": 1, "unit": "cut sh')  # the line a kill cut short
     read_again = []
-    monkeypatch.setattr(audit_cluster, "scan_unit", lambda unit: read_again.append(unit.key) or real_scan(unit))
+    monkeypatch.setattr(audit_cluster, "scan_unit", lambda unit, *a: read_again.append(unit.key) or real_scan(unit, *a))
     resumed = alignprobe.audit(faulty["specforge"], journal=journal)
     assert not set(read_again) & set(calls) and len(read_again) == fresh.sources[0].units - 2
     assert resumed.resumed_units == 2 and comparable(resumed) == comparable(fresh)
@@ -173,3 +173,8 @@ def test_a_damaged_file_is_named_and_the_rest_read(clean, tmp_path):
     victim.write_bytes(victim.read_bytes()[:100])
     result = alignprobe.audit(root)
     assert result.codes()[0] == "unreadable_file" and result.samples == 39
+
+
+def test_threads_in_this_process_give_the_same_result(faulty, small_units):
+    one = alignprobe.audit(faulty["speculators"], threads=1)
+    assert comparable(one) == comparable(alignprobe.audit(faulty["speculators"], threads=3))

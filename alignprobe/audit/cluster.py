@@ -7,6 +7,9 @@ so the number of workers never changes the result.
 
 from __future__ import annotations
 
+import concurrent.futures
+import itertools
+import os
 from typing import Iterator, Sequence
 
 from alignprobe.audit.scan import scan_unit
@@ -15,11 +18,14 @@ from alignprobe.errors import BadInput
 
 
 def run_units(units: Sequence[Unit], *, workers: int | None = None, scheduler: str | None = None,
-              memory_limit: str = "2GiB") -> Iterator[tuple[int, dict]]:
-    """``(index into units, partial)`` as units finish."""
+              memory_limit: str = "2GiB", threads: int | None = None) -> Iterator[tuple[int, dict]]:
+    """``(index into units, partial)`` as units finish.
+
+    In this process, ``threads`` units (default: up to 4, one a core) are scanned at once: the reads
+    and the reductions release the GIL, and one thread alone left the disk idle while it summed
+    (0.76x of a raw read on the H200 host)."""
     if workers is None and scheduler is None:
-        for i, unit in enumerate(units):
-            yield i, scan_unit(unit)
+        yield from _in_threads(units, threads or min(4, os.cpu_count() or 1))
         return
     client, cluster = _client(workers, scheduler, memory_limit)
     try:
@@ -34,6 +40,32 @@ def run_units(units: Sequence[Unit], *, workers: int | None = None, scheduler: s
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _in_threads(units: Sequence[Unit], threads: int) -> Iterator[tuple[int, dict]]:
+    import torch
+
+    if threads <= 1 or len(units) <= 1:
+        for i, unit in enumerate(units):
+            yield i, scan_unit(unit)
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # process-wide: set once here, not by each thread
+    try:
+        with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="audit-scan") as pool:
+            pending = {}
+            queue = iter(enumerate(units))
+            for i, unit in itertools.islice(queue, threads * 2):  # a bounded window: memory stays a few files
+                pending[pool.submit(scan_unit, unit, False)] = i
+            while pending:
+                done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    i = pending.pop(future)
+                    for j, unit in itertools.islice(queue, 1):
+                        pending[pool.submit(scan_unit, unit, False)] = j
+                    yield i, future.result()
+    finally:
+        torch.set_num_threads(before)
 
 
 def _client(workers, scheduler, memory_limit):

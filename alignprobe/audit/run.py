@@ -27,12 +27,14 @@ def audit(
     scheduler: str | None = None,
     journal: str | os.PathLike | None = None,
     progress: bool = False,
+    threads: int | None = None,
 ) -> AuditResult:
     """Audit one or more training sets (alignprobe dumps, SpecForge, speculators, EAGLE ge_data folders).
 
     ``workers=N`` runs a local Dask cluster of N processes, ``scheduler="tcp://host:8786"`` an existing
-    one (the files must be at the same paths on its workers); neither runs in this process. With
-    ``journal`` a killed audit resumes from the units it finished.
+    one (the files must be at the same paths on its workers); without either, ``threads`` units are
+    scanned at once in this process (default up to 4). With ``journal`` a killed audit resumes from
+    the units it finished.
     """
     started = time.perf_counter()
     policy = policy or AuditPolicy()
@@ -55,7 +57,7 @@ def audit(
     todo = [i for i, p in enumerate(parts) if p is None]
     bar = _bar(len(units), resumed, progress)
     try:
-        for j, part in run_units([units[i] for i in todo], workers=workers, scheduler=scheduler):
+        for j, part in run_units([units[i] for i in todo], workers=workers, scheduler=scheduler, threads=threads):
             parts[todo[j]] = part
             book.record(keys[todo[j]], part)
             bar.update(1)

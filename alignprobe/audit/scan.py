@@ -17,9 +17,12 @@ from alignprobe.audit.rows import row_facts
 from alignprobe.audit.units import Unit
 
 
-def scan_unit(unit: Unit) -> dict:
+def scan_unit(unit: Unit, set_threads: bool = True) -> dict:
     """``{"samples", "tokens", "bytes", "checks": {name: partial}}`` for one unit."""
     import torch
+
+    if not set_threads:  # the caller runs several units at once and set one thread for all
+        return _scan(unit)
 
     # One thread: the reductions run on pieces of a few MB, where OpenMP's fork/join costs more than
     # it gains, and on a busy machine its spinning threads ran 50x slower (measured: 1.5 GB/s on one

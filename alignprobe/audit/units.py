@@ -12,9 +12,10 @@ import os
 
 from alignprobe.errors import BadInput
 
-# Big enough that a task's scheduling cost (~1 ms in dask) vanishes next to its read (~0.3 s at
-# 1 GB/s), small enough that 16 workers get several units each from a 10 GB set.
-UNIT_BYTES = 256 << 20
+# Big enough that a task's scheduling cost (~1 ms in dask) vanishes next to its read (~50 ms at
+# 1.4 GB/s), small enough that 16 workers get several units each from a few GB: with 256 MB units a
+# 1.2 GB folder made 5 units and 16 workers ran no faster than 4 (benchmarks/README.md).
+UNIT_BYTES = 64 << 20
 UNIT_MAX_FILES = 512  # files (or dump samples) a unit: small files are many
 
 

@@ -9,6 +9,7 @@ whose samples hold the same tokens (``ids_from``), so the import pairs with a ca
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import shutil
@@ -234,18 +235,30 @@ def _write_all(plan: ImportPlan, planned, writer: PlannedDumpWriter, progress: b
     from tqdm.auto import tqdm
 
     tokens = padded = padding_tokens = 0
-    for path, (sample_id, length, pad) in tqdm(list(zip(plan.files, planned)), desc=f"import {plan.format}",
-                                               unit="file", disable=not progress):
-        sample = read_sample(plan.format, path, mmap=False)  # every byte is wanted: one sequential read
-        _check_like_first(sample, plan)
-        if len(sample.token_ids) != length + pad:
-            raise BadInput(f"{path}: changed while it was imported ({length + pad} tokens, now {len(sample.token_ids)})")
-        if pad:
-            sample = sample.truncated(length)
-            padded, padding_tokens = padded + 1, padding_tokens + pad
-        writer.add(sample_id, sample.token_ids, _streams_of(sample, plan))
-        tokens += length
+    jobs = list(zip(plan.files, planned))
+    # The next file is read in a background thread while this one is written: reads and pwritev
+    # release the GIL, so the disk reads while the writer's fsyncs wait.
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="import-read") as pool:
+        ahead = pool.submit(read_sample, plan.format, jobs[0][0], False) if jobs else None
+        for k, (path, (sample_id, length, pad)) in enumerate(tqdm(jobs, desc=f"import {plan.format}", unit="file",
+                                                                  disable=not progress)):
+            sample = ahead.result()  # every byte is wanted: one sequential read (mmap=False)
+            ahead = pool.submit(read_sample, plan.format, jobs[k + 1][0], False) if k + 1 < len(jobs) else None
+            tokens += _write_one(plan, writer, path, sample, sample_id, length, pad)
+            if pad:
+                padded, padding_tokens = padded + 1, padding_tokens + pad
     return tokens, padded, padding_tokens
+
+
+def _write_one(plan: ImportPlan, writer: PlannedDumpWriter, path: str, sample: ForeignSample, sample_id: str,
+               length: int, pad: int) -> int:
+    _check_like_first(sample, plan)
+    if len(sample.token_ids) != length + pad:
+        raise BadInput(f"{path}: changed while it was imported ({length + pad} tokens, now {len(sample.token_ids)})")
+    if pad:
+        sample = sample.truncated(length)
+    writer.add(sample_id, sample.token_ids, _streams_of(sample, plan))
+    return length
 
 
 def _given_ids(layer_ids, config) -> tuple[list[int] | None, str]:
