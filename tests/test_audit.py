@@ -115,6 +115,8 @@ def test_a_local_cluster_of_two_gives_the_same_result(faulty, small_units):
             there = alignprobe.audit(faulty[layout], scheduler=cluster.scheduler_address)
             assert here.sources[0].units > 1 and here.verdict == "FAIL"
             assert comparable(here) == comparable(there), layout
+    spawned = alignprobe.audit(faulty["dump"], workers=2)  # --workers: a LocalCluster of its own
+    assert spawned.workers == 2 and comparable(spawned) == comparable(alignprobe.audit(faulty["dump"]))
 
 
 def test_a_killed_audit_resumes_without_reading_finished_units(faulty, small_units, tmp_path, monkeypatch):
