@@ -13,7 +13,6 @@ from alignprobe.dump import (  # noqa: E402
 from alignprobe.inspect import DumpSummary, inspect_dump  # noqa: E402
 import alignprobe.compare  # noqa: E402,F401 - the package is callable: alignprobe.compare(train, serve)
 from alignprobe.compare import CompareResult, Policy  # noqa: E402
-import alignprobe.audit  # noqa: E402,F401 - callable too: alignprobe.audit(paths)
 
 __all__ = [
     "__version__",
@@ -31,3 +30,13 @@ __all__ = [
     "inspect_dump",
     "open_dump",
 ]
+
+
+def __getattr__(name):
+    # alignprobe.audit(paths) works without importing the audit (and torch, which it needs) until used:
+    # a CPU comparison of two dumps never imports torch.
+    if name == "audit":
+        import importlib
+
+        return importlib.import_module("alignprobe.audit")
+    raise AttributeError(f"module 'alignprobe' has no attribute {name!r}")

@@ -8,6 +8,7 @@ so the number of workers never changes the result.
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import itertools
 import os
 from typing import Iterator, Sequence
@@ -31,7 +32,8 @@ def run_units(units: Sequence[Unit], *, workers: int | None = None, scheduler: s
     try:
         from distributed import as_completed
 
-        futures = client.map(scan_unit, list(units), key=[f"audit-{i}-{u.key}" for i, u in enumerate(units)])
+        keys = [f"audit-{i}-{hashlib.sha1(u.key.encode()).hexdigest()[:16]}" for i, u in enumerate(units)]
+        futures = client.map(scan_unit, list(units), key=keys)
         index = {f.key: i for i, f in enumerate(futures)}
         for future in as_completed(futures):
             yield index[future.key], future.result()

@@ -13,7 +13,7 @@ from alignprobe.audit.cluster import run_units
 from alignprobe.audit.journal import Journal
 from alignprobe.audit.policy import AuditPolicy
 from alignprobe.audit.result import AuditResult, AuditSource, SampleFlag, SliceAudit, verdict_of
-from alignprobe.audit.scan import merge_partials
+from alignprobe.audit.scan import InOrderMerge
 from alignprobe.audit.units import plan_units
 from alignprobe.compare.result import SEVERITY_RANK
 from alignprobe.errors import BadInput
@@ -52,19 +52,24 @@ def audit(
     if len(set(keys)) != len(keys):
         raise BadInput("a dataset path is given twice: give each once")
     book = Journal(journal)
-    parts: list[dict | None] = [book.done.get(key) for key in keys]
-    resumed = sum(p is not None for p in parts)
-    todo = [i for i, p in enumerate(parts) if p is None]
+    merger = InOrderMerge()  # unit order, whatever order the units finish in
+    todo, resumed = [], 0
+    for i, key in enumerate(keys):
+        if key in book.done:
+            merger.add(i, book.done.pop(key))
+            resumed += 1
+        else:
+            todo.append(i)
     bar = _bar(len(units), resumed, progress)
     try:
         for j, part in run_units([units[i] for i in todo], workers=workers, scheduler=scheduler, threads=threads):
-            parts[todo[j]] = part
             book.record(keys[todo[j]], part)
+            merger.add(todo[j], part)
             bar.update(1)
     finally:
         bar.close()
         book.close()
-    merged = merge_partials(parts)  # unit order, whatever order they finished in
+    merged = merger.merged
     result = judge(merged, sources, policy, workers or 0, resumed)
     result.elapsed_s = time.perf_counter() - started
     if resumed:

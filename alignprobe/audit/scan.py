@@ -54,16 +54,35 @@ def _scan(unit: Unit) -> dict:
     return {"samples": samples, "tokens": tokens, "bytes": unit.bytes, "checks": partials}
 
 
+class InOrderMerge:
+    """Partials merged in unit order as they arrive in any order: only those that came early are held,
+    so the client's memory is the merged partial plus a few units, not every unit's partial."""
+
+    def __init__(self) -> None:
+        self.checks = all_checks()
+        self.merged = {"samples": 0, "tokens": 0, "bytes": 0, "checks": {c.name: c.empty() for c in self.checks}}
+        self._early: dict[int, dict] = {}
+        self._next = 0
+
+    def add(self, index: int, part: dict) -> None:
+        self._early[index] = part
+        while self._next in self._early:
+            self._merge(self._early.pop(self._next))
+            self._next += 1
+
+    def _merge(self, part: dict) -> None:
+        for key in ("samples", "tokens", "bytes"):
+            self.merged[key] += part[key]
+        for check in self.checks:
+            check.merge(self.merged["checks"][check.name], part["checks"][check.name])
+
+
 def merge_partials(parts: list[dict]) -> dict:
     """Partials merged in the order given (unit order): the same result whoever computed them."""
-    checks = all_checks()
-    merged = {"samples": 0, "tokens": 0, "bytes": 0, "checks": {c.name: c.empty() for c in checks}}
-    for part in parts:
-        for key in ("samples", "tokens", "bytes"):
-            merged[key] += part[key]
-        for check in checks:
-            check.merge(merged["checks"][check.name], part["checks"][check.name])
-    return merged
+    merger = InOrderMerge()
+    for i, part in enumerate(parts):
+        merger.add(i, part)
+    return merger.merged
 
 
 def _prefetched(items: Iterator) -> Iterator:
