@@ -151,9 +151,9 @@ def test_cli_exit_codes_and_report_files(faulty, clean, tmp_path):
     assert out.exit_code == 1, out.output
     assert "nonfinite" in out.output and (tmp_path / "r" / "report.html").exists()
     suite = ET.parse(tmp_path / "r" / "junit.xml").getroot()
-    failed = {c.get("name") for c in suite if c.find("failure") is not None}
+    failed = {c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
     assert {"nonfinite", "repeated_tap", "rows_tokens_mismatch"} <= failed and "template_split" not in failed
-    strict = {c.get("name") for c in ET.parse(tmp_path / "j.xml").getroot() if c.find("failure") is not None}
+    strict = {c.get("name") for c in ET.parse(tmp_path / "j.xml").getroot().iter("testcase") if c.find("failure") is not None}
     assert strict == failed  # --junit without --strict: the same cases
     saved = alignprobe.audit.AuditResult.from_json((tmp_path / "r" / "result.json").read_text())
     assert saved.verdict == "FAIL" and "nonfinite" in saved.codes()
