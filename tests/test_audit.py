@@ -180,3 +180,17 @@ def test_a_damaged_file_is_named_and_the_rest_read(clean, tmp_path):
 def test_threads_in_this_process_give_the_same_result(faulty, small_units):
     one = alignprobe.audit(faulty["speculators"], threads=1)
     assert comparable(one) == comparable(alignprobe.audit(faulty["speculators"], threads=3))
+
+
+def test_an_empty_sample_is_named(clean, tmp_path):
+    import shutil
+
+    import torch
+    from safetensors.torch import save_file
+
+    root = tmp_path / "hs"
+    shutil.copytree(clean["speculators"], root)
+    save_file({"hidden_states": torch.zeros(0, 4, 32), "token_ids": torch.zeros(0, dtype=torch.long)},
+              str(root / "hs_99.safetensors"))
+    result = alignprobe.audit(root)
+    assert result.codes() == ["empty_sample"] and result.samples == 41

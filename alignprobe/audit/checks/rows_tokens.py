@@ -12,10 +12,13 @@ class RowsTokens:
     name = "rows_tokens"
 
     def empty(self) -> dict:
-        return {"samples": 0, "examples": []}
+        return {"samples": 0, "examples": [], "empty": 0, "empty_examples": []}
 
     def scan(self, partial: dict, scanned: Scanned) -> None:
         tokens = len(scanned.sample.token_ids)
+        if not tokens:
+            partial["empty"] += 1
+            add_example(partial["empty_examples"], {"sample": scanned.sample.name})
         rows = {stream: int(s.shape[0]) for stream, s in scanned.sample.states.items()}
         if any(r != tokens for r in rows.values()):
             partial["samples"] += 1
@@ -23,15 +26,25 @@ class RowsTokens:
 
     def merge(self, into: dict, other: dict) -> None:
         into["samples"] += other["samples"]
+        into["empty"] += other["empty"]
         merge_examples(into["examples"], other["examples"])
+        merge_examples(into["empty_examples"], other["empty_examples"])
 
     def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]:
+        out = []
+        if merged["empty"]:
+            out.append(Finding(
+                "empty_sample", "warn", f"{merged['empty']} sample(s) hold no tokens at all",
+                {"samples": merged["empty"], "examples": merged["empty_examples"]},
+                "drop them, or find why the extraction wrote an empty file (a prompt that tokenized to nothing, "
+                "a request that failed)",
+            ))
         if not merged["samples"]:
-            return []
-        return [Finding(
+            return out
+        return out + [Finding(
             "rows_tokens_mismatch", "error",
             f"{merged['samples']} sample(s) hold a different number of state rows than token ids",
-            dict(merged),
+            {"samples": merged["samples"], "examples": merged["examples"]},
             "each token needs exactly one state row: re-extract these samples (a truncated write, states "
             "of the prompt only, or rows that belong to another sample)",
         )]

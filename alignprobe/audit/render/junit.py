@@ -5,7 +5,7 @@ from __future__ import annotations
 from alignprobe.audit.result import AuditResult
 from alignprobe.report.junit import render_junit as render_findings
 
-CODES = ("unreadable_file", "rows_tokens_mismatch", "nonfinite", "degenerate", "repeated_tap", "norm_outlier",
+CODES = ("unreadable_file", "rows_tokens_mismatch", "empty_sample", "nonfinite", "degenerate", "repeated_tap", "norm_outlier",
          "padding_states", "duplicate_samples", "template_split", "empty_loss_mask", "loss_mask_coverage")
 
 
