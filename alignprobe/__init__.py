@@ -13,9 +13,13 @@ from alignprobe.dump import (  # noqa: E402
 from alignprobe.inspect import DumpSummary, inspect_dump  # noqa: E402
 import alignprobe.compare  # noqa: E402,F401 - the package is callable: alignprobe.compare(train, serve)
 from alignprobe.compare import CompareResult, Policy  # noqa: E402
+import alignprobe.accept  # noqa: E402,F401 - callable too: alignprobe.accept(drafter, train, serve)
+from alignprobe.accept import AcceptResult  # noqa: E402
 
 __all__ = [
     "__version__",
+    "AcceptResult",
+    "accept",
     "AlignprobeError",
     "BadInput",
     "audit",

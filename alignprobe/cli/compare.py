@@ -51,9 +51,12 @@ USAGE = "alignprobe compare --train-dump TRAIN --serve-dump SERVE [--json result
               help="Where the per-row arithmetic runs: cpu (numpy) or a torch device (cuda, cuda:1); same result.")
 @click.option("--quiet", "-q", is_flag=True, help="Print the verdict line only (and no progress bar).")
 @click.option("--verbose", "-v", is_flag=True, help="Print every slice, every finding's fix, and a progress bar even off a terminal.")
+@click.option("--drafter", type=click.Path(),
+              help="An EAGLE-3 drafter folder: also predict its accept length on both dumps (alignprobe accept).")
+@click.option("--target", type=click.Path(), help="With --drafter: the target model folder (embedding, LM head).")
 def compare(positional, train_dump, serve_dump, train_layer_ids, train_drafter_config, num_layers, json_path, report_dir,
             junit_path, policy_file, overrides, strict, sample, max_tokens, mapping_tokens, tokenizer, device, quiet,
-            verbose) -> int:
+            verbose, drafter=None, target=None) -> int:
     """Compare per layer; name each disagreement with evidence and a fix; exit 0 pass/warn, 1 fail, 2 bad input."""
     check_dump_options(positional, train_dump, serve_dump, USAGE, "compare")
     if quiet and verbose:
@@ -73,10 +76,21 @@ def compare(positional, train_dump, serve_dump, train_layer_ids, train_drafter_c
         )
     finally:
         bar.close()
+    predicted = None
+    if drafter:
+        from alignprobe.accept import accept
+
+        predicted = accept(drafter, train_dump, serve_dump, target=target, max_tokens=max_tokens, device=device,
+                           compare_result=result)
+        result.accept = predicted.to_dict()
     from alignprobe.report.outputs import write_outputs
 
     outputs = write_outputs(result, strict=strict, json_path=json_path, report_dir=report_dir, junit_path=junit_path,
                             suite="alignprobe compare", echo=people_echo(json_path))
+    if predicted is not None and not quiet:
+        from alignprobe.accept.summary import format_accept
+
+        people_echo(json_path)(format_accept(predicted) + "\n")
     return finish(result, outputs, quiet=quiet, verbose=verbose)
 
 

@@ -85,6 +85,7 @@ COMMANDS = {
     "demo": ("alignprobe.cli.demo", "demo", "Plant the Kimi-K2.5 faults in a tiny model; compare each."),
     "gate": ("alignprobe.cli.gate", "gate", "Capture both sides, compare, report; exit with the verdict."),
     "diff": ("alignprobe.cli.diff", "diff", "What changed between two result.json files; exit 1 on a regression."),
+    "accept": ("alignprobe.cli.accept", "accept", "Run an EAGLE-3 drafter on both dumps; predict the accept length."),
 }
 
 

@@ -243,6 +243,7 @@ class CompareResult:
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     elapsed_s: float = 0.0
+    accept: dict[str, Any] | None = None  # AcceptResult.to_dict() when compare ran with --drafter (alignprobe.accept)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

@@ -75,6 +75,10 @@ def render_html(result: CompareResult, figures: Iterable[tuple[str, Figure]] = (
         body += [f"<h2>Mapping of <code>{escape(search.serve_stream)}</code></h2>", mapping_table(search)]
     for pair in result.streams:
         body += [f"<h2>Per HF index: {_pair_title(pair)}</h2>", layer_table(pair, result.policy, half_width_multiplier(result))]
+    if result.accept:
+        from alignprobe.report.accept_html import accept_section
+
+        body.append(accept_section(result.accept))
     figures = list(figures)
     if figures:
         body.append("<h2>Plots</h2>")

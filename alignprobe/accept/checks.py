@@ -1,0 +1,192 @@
+"""Check a drafter against the dumps and its target before running anything; each problem a finding.
+
+Codes (docs/findings.md, "Drafter checks"): ``drafter_tap_ids`` (the ids the drafter config gives
+the engine do not capture what the serve dump holds: claimed, or measured by compare),
+``drafter_tap_collision`` (ids that collide when the engine sorts and de-duplicates them, or more or
+fewer of them than fc takes), ``drafter_hidden_width`` (fc input width against the dumps' H),
+``drafter_vocab_map`` (d2t / t2d out of range, miscounted or inconsistent), ``drafter_norm_flags``
+(a norm flag without its weights, or weights no flag turns on), ``drafter_target_vocab`` (the
+draft-to-target mapping does not fit the target's vocabulary) and ``drafter_use_aux`` (the engine
+will skip fc while the drafter was trained on the aux concat).
+"""
+
+from __future__ import annotations
+
+from alignprobe.accept.checkpoint import DrafterCheckpoint
+from alignprobe.compare.result import Finding
+
+
+def check_drafter(ckpt: DrafterCheckpoint, *, hidden_size: int | None, num_layers: int | None,
+                  serve_claim=None, serve_engine: str = "", measured: list[str] | None = None,
+                  target_vocab: int | None = None) -> list[Finding]:
+    """``serve_claim``: the StreamClaim of the serve stream that feeds the drafter; ``measured``: the
+    labels compare's mapping search found for its slices (``HF[5]``), when a comparison ran."""
+    findings: list[Finding] = []
+    findings += _collisions(ckpt)
+    findings += _width(ckpt, hidden_size)
+    findings += _vocab(ckpt, target_vocab)
+    findings += _norm_flags(ckpt)
+    if num_layers and ckpt.layer_ids is not None:
+        findings += _tap_ids(ckpt, num_layers, serve_claim, serve_engine, measured)
+    if not ckpt.use_aux_hidden_state and ckpt.fc_input_width:
+        findings.append(Finding(
+            "drafter_use_aux", "error",
+            "eagle_config.use_aux_hidden_state is false: vLLM skips fc and feeds the H-wide final state to a drafter whose fc was trained on the aux concat",
+            {"use_aux_hidden_state": False, "fc_input_width": ckpt.fc_input_width},
+            "set eagle_config.use_aux_hidden_state to true (or drop the key) so the engine captures the aux states"))
+    return findings
+
+
+def engine_hf_indices(ids, num_layers: int, engine: str) -> tuple[tuple[int, ...], str]:
+    """The HF indices an engine captures for the drafter's ids (sorted, de-duplicated as it does)."""
+    from alignprobe.conventions import map_layer_ids
+
+    system = "sglang" if "sglang" in engine.lower() else "vllm"
+    mapped = map_layer_ids(system, tuple(ids), num_layers, explicit=True)
+    return tuple(sorted(set(mapped.hf_indices))), system
+
+
+def _collisions(ckpt: DrafterCheckpoint) -> list[Finding]:
+    ids = ckpt.layer_ids
+    if ids is None:
+        return []
+    out = []
+    if len(set(ids)) != len(ids):
+        out.append(Finding(
+            "drafter_tap_collision", "error",
+            f"{ckpt.layer_ids_source} {list(ids)} repeats an id: vLLM de-duplicates them, so fc gets {len(set(ids))} states where it takes {ckpt.num_taps}",
+            {"layer_ids": list(ids), "distinct": len(set(ids)), "fc_taps": ckpt.num_taps},
+            "give distinct ids, one per tapped layer, as training captured them"))
+    elif ckpt.num_taps and len(ids) != ckpt.num_taps and ckpt.use_aux_hidden_state:
+        out.append(Finding(
+            "drafter_tap_collision", "error",
+            f"{ckpt.layer_ids_source} names {len(ids)} ids but fc takes {ckpt.num_taps} states of H",
+            {"layer_ids": list(ids), "fc_taps": ckpt.num_taps, "fc_input_width": ckpt.fc_input_width},
+            f"list exactly {ckpt.num_taps} ids, the layers training tapped"))
+    return out
+
+
+def _width(ckpt: DrafterCheckpoint, hidden_size: int | None) -> list[Finding]:
+    out = []
+    fc_in = ckpt.fc_input_width
+    if fc_in and ckpt.target_hidden_size and fc_in % ckpt.target_hidden_size:
+        out.append(Finding(
+            "drafter_hidden_width", "error",
+            f"fc takes {fc_in} columns, not a multiple of target_hidden_size {ckpt.target_hidden_size}",
+            {"fc_input_width": fc_in, "target_hidden_size": ckpt.target_hidden_size},
+            "set target_hidden_size to the target's hidden size"))
+    if hidden_size and ckpt.target_hidden_size != hidden_size:
+        out.append(Finding(
+            "drafter_hidden_width", "error",
+            f"the drafter expects target states {ckpt.target_hidden_size} wide, the dumps hold H={hidden_size}",
+            {"target_hidden_size": ckpt.target_hidden_size, "dump_hidden_size": hidden_size},
+            "use the drafter trained for this target, or dumps of this drafter's target"))
+    return out
+
+
+def _vocab(ckpt: DrafterCheckpoint, target_vocab: int | None) -> list[Finding]:
+    import torch
+
+    out = []
+    vocab = target_vocab or ckpt.target_vocab_size
+    draft = ckpt.draft_vocab_size
+    if ckpt.d2t is not None:
+        if ckpt.d2t.numel() != draft:
+            out.append(_vocab_finding(f"d2t has {ckpt.d2t.numel()} entries for a draft vocab of {draft} (lm_head rows)",
+                                      {"d2t_entries": ckpt.d2t.numel(), "draft_vocab": draft}))
+            return out
+        targets = torch.arange(draft) + ckpt.d2t
+        if vocab is not None:
+            bad = int(((targets < 0) | (targets >= vocab)).sum())
+            if bad:
+                out.append(_vocab_finding(f"d2t maps {bad} draft ids outside the target vocab 0..{vocab - 1}",
+                                          {"out_of_range": bad, "target_vocab": vocab}))
+        if int(targets.unique().numel()) != draft:
+            out.append(_vocab_finding(f"d2t maps {draft - int(targets.unique().numel())} draft ids onto a target id already taken",
+                                      {"duplicates": draft - int(targets.unique().numel())}))
+        if ckpt.t2d is not None:
+            count = int(ckpt.t2d.sum())
+            if count != draft:
+                out.append(_vocab_finding(f"t2d marks {count} target ids, the draft vocab has {draft}",
+                                          {"t2d_count": count, "draft_vocab": draft}))
+            elif ckpt.t2d.numel() > int(targets.max()) and not bool(ckpt.t2d[targets.clamp(0, ckpt.t2d.numel() - 1)].all()):
+                out.append(_vocab_finding("d2t and t2d disagree: some d2t targets are not marked in t2d",
+                                          {"unmarked": int((~ckpt.t2d[targets.clamp(0, ckpt.t2d.numel() - 1)]).sum())}))
+    elif vocab is not None and draft != vocab:
+        out.append(_vocab_finding(f"the draft vocab has {draft} ids and the target {vocab}, but the checkpoint has no d2t mapping",
+                                  {"draft_vocab": draft, "target_vocab": vocab}))
+    if target_vocab is not None and ckpt.t2d is not None and ckpt.t2d.numel() != target_vocab:
+        out.append(Finding(
+            "drafter_target_vocab", "error",
+            f"t2d covers {ckpt.t2d.numel()} target ids, the target has {target_vocab}",
+            {"t2d_length": ckpt.t2d.numel(), "target_vocab": target_vocab},
+            "use the drafter trained for this target's tokenizer"))
+    if target_vocab is not None and ckpt.target_vocab_size and ckpt.target_vocab_size != target_vocab and ckpt.t2d is None:
+        out.append(Finding(
+            "drafter_target_vocab", "error",
+            f"the drafter config says a target vocab of {ckpt.target_vocab_size}, the target has {target_vocab}",
+            {"config_target_vocab": ckpt.target_vocab_size, "target_vocab": target_vocab},
+            "use the drafter trained for this target's tokenizer"))
+    return out
+
+
+def _vocab_finding(title: str, evidence: dict) -> Finding:
+    return Finding("drafter_vocab_map", "error", title, evidence,
+                   "regenerate the vocab mapping from the training data (SpecForge vocab_mapping.pt) and save d2t/t2d with the drafter")
+
+
+def _norm_flags(ckpt: DrafterCheckpoint) -> list[Finding]:
+    out = []
+    has_input_norm = "input_norm.weight" in ckpt.weights
+    has_fc_norm = any(k.startswith("fc_norm.") for k in ckpt.weights)
+    if ckpt.norm_before_fc != has_input_norm:
+        out.append(Finding(
+            "drafter_norm_flags", "error",
+            ("norm_before_fc is set but the checkpoint has no input_norm.weight" if ckpt.norm_before_fc else
+             "the checkpoint has input_norm.weight but norm_before_fc is not set: the engine will skip that norm"),
+            {"norm_before_fc": ckpt.norm_before_fc, "input_norm_weight": has_input_norm},
+            "make the flag match the weights the drafter was trained with"))
+    if ckpt.fc_norm != has_fc_norm:
+        out.append(Finding(
+            "drafter_norm_flags", "error",
+            ("fc_norm is set but the checkpoint has no fc_norm.* weights" if ckpt.fc_norm else
+             "the checkpoint has fc_norm.* weights but fc_norm is not set: the engine will skip those norms"),
+            {"fc_norm": ckpt.fc_norm, "fc_norm_weights": has_fc_norm},
+            "make the flag match the weights the drafter was trained with"))
+    if ckpt.norm_before_fc or ckpt.fc_norm:
+        out.append(Finding(
+            "drafter_norm_flags", "info",
+            "the drafter needs a norm before fc: vLLM reads norm_before_fc from eagle_config only since PR #42143; older engines skip it",
+            {"norm_before_fc": ckpt.norm_before_fc, "fc_norm": ckpt.fc_norm},
+            "serve with an engine version that applies the pre-fc norm"))
+    return out
+
+
+def _tap_ids(ckpt, num_layers, serve_claim, serve_engine, measured) -> list[Finding]:
+    from alignprobe.errors import BadInput
+
+    try:
+        expected, system = engine_hf_indices(ckpt.layer_ids, num_layers, serve_engine)
+    except BadInput as exc:
+        return [Finding("drafter_tap_ids", "error", f"{ckpt.layer_ids_source} {list(ckpt.layer_ids)}: {exc}",
+                        {"layer_ids": list(ckpt.layer_ids)}, "give ids inside the target's layer range")]
+    out = []
+    if serve_claim is not None and len(serve_claim.hf_indices) > 1:
+        claimed = tuple(i for i in serve_claim.hf_indices if i < num_layers) or tuple(serve_claim.hf_indices)
+        if tuple(sorted(claimed)) != expected:
+            out.append(Finding(
+                "drafter_tap_ids", "warn",
+                f"the drafter's {ckpt.layer_ids_source} {list(ckpt.layer_ids)} capture HF{list(expected)} on {system}, "
+                f"the serve dump claims HF{list(claimed)}",
+                {"layer_ids": list(ckpt.layer_ids), "engine": system, "expected_hf": list(expected), "claimed_hf": list(claimed)},
+                "capture the serve dump with the drafter's own ids, or fix the ids the server was given"))
+    if measured:
+        labels = [f"HF[{i}]" for i in expected]
+        got = [m.split()[0] for m in measured][: len(labels)]
+        if got and got != labels[: len(got)]:
+            out.append(Finding(
+                "drafter_tap_ids", "error",
+                f"the serve dump measures as {', '.join(got)} where the drafter's ids give {', '.join(labels)}",
+                {"measured": got, "expected": labels, "layer_ids": list(ckpt.layer_ids)},
+                "serve with the layer ids the drafter was trained on (see the layer_offset / wrong_taps finding)"))
+    return out

@@ -1,0 +1,98 @@
+"""What ``accept`` predicts: plain records (the report reads them; they never import it).
+
+``SideAccept``: one dump run through the drafter. ``per_position[j]``: the share of chain starts whose
+draft tokens 1..j+1 would all be accepted (vLLM's ``accepted_tokens_per_pos[j] / drafts``);
+``conditional[j]``: acceptance of step j+1 given the steps before it were accepted; ``top1[j]``: the
+teacher-forced top-1 agreement of step j+1 alone; ``accept_length`` = 1 + sum(per_position).
+With a temperature (and the target's LM head), ``sampled_*`` hold the same for rejection sampling.
+
+``AcceptResult``: both sides, the drafter checks as findings, ``cost`` = train AL - serve AL, and
+``explained_by``: the compare finding code that explains the loss, when there is one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from alignprobe.compare.result import SEVERITY_RANK, Finding
+
+
+@dataclasses.dataclass
+class SideAccept:
+    dump: str
+    stream: str  # the stream that fed the drafter
+    hf_indices: list[int]  # what that stream claims
+    fed: str  # "fc over the 3H concat" | "H-wide state, fc skipped"
+    starts: int  # chain starts scored
+    samples: int
+    per_position: list[float]
+    conditional: list[float]
+    top1: list[float]
+    accept_length: float
+    temperature: float = 0.0
+    sampled_per_position: list[float] | None = None
+    sampled_accept_length: float | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class AcceptResult:
+    drafter: str
+    layout: str
+    num_draft_tokens: int
+    train: SideAccept | None
+    serve: SideAccept | None
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    explained_by: str = ""  # compare finding code
+    explanation: str = ""  # that finding's title
+    notes: list[str] = dataclasses.field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def cost(self) -> float:
+        """Accept length lost on the serve side (positive: serving accepts fewer tokens)."""
+        if self.train is None or self.serve is None:
+            return float("nan")
+        return self.train.accept_length - self.serve.accept_length
+
+    @property
+    def worst_severity(self) -> str:
+        return max((f.severity for f in self.findings), key=SEVERITY_RANK.get, default="info")
+
+    def sentence(self) -> str:
+        if self.train is None or self.serve is None:
+            return "no prediction: " + "; ".join(f.title for f in self.findings if f.severity == "error")
+        line = (f"train AL {self.train.accept_length:.2f}, serve AL {self.serve.accept_length:.2f}: "
+                f"this serving setup will cost about {self.cost:.2f} accept length")
+        if self.explained_by:
+            line += f" ({self.explained_by}: {self.explanation})"
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        raw = dataclasses.asdict(self)
+        raw["cost"] = self.cost
+        return _finite(raw)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "AcceptResult":
+        sides = {k: (SideAccept(**{f.name: raw[k][f.name] for f in dataclasses.fields(SideAccept) if f.name in raw[k]})
+                     if raw.get(k) else None) for k in ("train", "serve")}
+        findings = [Finding(**{f.name: x[f.name] for f in dataclasses.fields(Finding) if f.name in x}) for x in raw.get("findings", [])]
+        plain = {f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw and f.name not in ("train", "serve", "findings")}
+        return cls(**plain, **sides, findings=findings)
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,40 @@
+"""``alignprobe accept --drafter DIR --train-dump A --serve-dump B``: the accept length serving will cost."""
+
+from __future__ import annotations
+
+import click
+
+from alignprobe.errors import EXIT_FAIL, EXIT_PASS
+
+
+@click.command()
+@click.option("--drafter", required=True, type=click.Path(), help="EAGLE-3 drafter folder (SpecForge or speculators layout).")
+@click.option("--train-dump", required=True, type=click.Path(), help="Dump of the states the drafter was trained on.")
+@click.option("--serve-dump", required=True, type=click.Path(), help="Dump of the states the serving engine feeds it.")
+@click.option("--target", type=click.Path(), help="Target model folder: its embedding and LM head are read from the "
+              "safetensors (only those tensors). Needed when the drafter has no embedding; it also limits scoring "
+              "to the target's own greedy tokens and enables --temperature.")
+@click.option("--num-draft-tokens", "-k", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Draft chain length (the engine's num_speculative_tokens).")
+@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
+              help="Also predict rejection-sampling acceptance at this temperature (needs --target).")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Run the drafter on at most this many token rows per side.")
+@click.option("--no-explain", is_flag=True, help="Skip the comparison that names the finding behind a loss.")
+@click.option("--json", "json_path", type=click.Path(), help="Write the AcceptResult here.")
+@click.option("--fail-cost", default=None, type=float, metavar="AL",
+              help="Exit 1 when serving costs more than this accept length (default: exit 1 only on a drafter error).")
+@click.option("--device", default="cpu", show_default=True, help="Torch device the drafter runs on.")
+def accept(drafter, train_dump, serve_dump, target, num_draft_tokens, temperature, max_tokens, no_explain, json_path,
+           fail_cost, device) -> int:
+    """Run the drafter on both dumps; predict the accept length per draft position and what serving costs."""
+    from alignprobe.accept import accept as run_accept
+    from alignprobe.accept.summary import format_accept
+    from alignprobe.cli.compare import _write_atomic
+
+    result = run_accept(drafter, train_dump, serve_dump, target=target, num_draft_tokens=num_draft_tokens,
+                        temperature=temperature, max_tokens=max_tokens, device=device, explain=not no_explain)
+    if json_path:
+        _write_atomic(json_path, result.to_json())
+    click.echo(format_accept(result))
+    failed = result.worst_severity == "error" or (fail_cost is not None and not result.cost <= fail_cost)
+    return EXIT_FAIL if failed else EXIT_PASS
