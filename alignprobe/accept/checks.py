@@ -51,6 +51,15 @@ def _collisions(ckpt: DrafterCheckpoint) -> list[Finding]:
     if ids is None:
         return []
     out = []
+    nested = (ckpt.config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    top = ckpt.config.get("eagle_aux_hidden_state_layer_ids")
+    if nested is not None and top is not None and list(nested) != list(top):
+        out.append(Finding(
+            "drafter_tap_ids", "error",
+            f"the config gives two sets of ids: eagle_aux_hidden_state_layer_ids {list(top)} (vLLM reads this one) and "
+            f"eagle_config.eagle_aux_hidden_state_layer_ids {list(nested)}",
+            {"top_level": list(top), "eagle_config": list(nested)},
+            "keep one set of ids, the one training used, in both places"))
     if len(set(ids)) != len(ids):
         out.append(Finding(
             "drafter_tap_collision", "error",

@@ -28,6 +28,9 @@ from alignprobe.compare.result import SEVERITY_RANK, Finding
 from alignprobe.dump import FINAL_NORM_POST, ROLE_DRAFTER_INPUT, ROLE_FINAL, open_dump
 from alignprobe.errors import BadInput
 
+# Below 1 in 10 chain starts on the target's own tokens, the mask would leave too little to score.
+MIN_OWN_SHARE_INVERSE = 10
+
 # The compare findings that change what the drafter is fed, most telling first.
 EXPLAINING_CODES = ("width_mismatch", "token_shift", "layer_offset", "wrong_taps", "final_norm_mismatch",
                     "scale_mismatch", "nonfinite", "numeric_drift")
@@ -156,6 +159,11 @@ def _own_token_masks(train, lm_head, steps: int, notes: list[str]) -> dict[str, 
         masks[sid] = window.all(axis=1)
     kept = sum(int(m.sum()) for m in masks.values())
     total = sum(len(m) for m in masks.values())
+    if kept * MIN_OWN_SHARE_INVERSE < total:
+        # A prompt set the target would not have written: no greedy engine drafts there, but
+        # scoring nothing helps no one; say so and score all.
+        notes.append(f"only {kept} of {total} chain starts continue with the target's own greedy tokens: every start is scored")
+        return None
     notes.append(f"scored {kept} of {total} chain starts: those whose next {steps + 1} tokens are the target's own greedy choices")
     return masks
 

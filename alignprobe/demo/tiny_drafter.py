@@ -19,6 +19,19 @@ import torch
 from alignprobe.conventions import eagle3_hf_indices
 
 
+HEAD_DIM = 32
+
+
+def save_target(model, path: str | os.PathLike) -> str:
+    """The target as a local model folder (weights, config, the byte-level tokenizer) vLLM can load."""
+    from alignprobe.demo.tiny_tokenizer import tiny_tokenizer
+
+    path = os.fspath(path)
+    model.save_pretrained(path)
+    tiny_tokenizer().save_pretrained(path)
+    return path
+
+
 def pair_corpus(num_sequences: int, length: int, seed: int = 0, vocab: int = 256, noise: float = 0.05) -> torch.Tensor:
     """A seeded second-order chain: the next token is a fixed function of the last TWO tokens (plus noise)."""
     table = torch.randint(0, vocab, (vocab, 4), generator=torch.Generator().manual_seed(12345))
@@ -32,15 +45,24 @@ def pair_corpus(num_sequences: int, length: int, seed: int = 0, vocab: int = 256
     return out
 
 
-def train_target(num_layers: int = 4, hidden_size: int = 64, steps: int = 150, batch: int = 16, length: int = 96,
+def train_target(num_layers: int = 8, hidden_size: int = 64, steps: int = 200, batch: int = 16, length: int = 64,
                  seed: int = 0, lr: float = 3e-3):
-    """A seeded tiny byte-level Llama fitted on the phrase corpus (float32, eval mode)."""
-    from alignprobe.demo.tiny_models import tiny_llama
+    """A seeded tiny byte-level Llama fitted on the pair corpus (float32, eval mode).
+
+    Heads are 32 wide: vLLM's CPU attention supports head sizes 32, 64, 80, ... (not 16).
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from alignprobe.demo.tiny_models import VOCAB
     from alignprobe.demo.tiny_tokenizer import tiny_tokenizer
 
     tok = tiny_tokenizer()
-    model = tiny_llama(num_layers=num_layers, hidden_size=hidden_size, seed=seed, pad_token_id=tok.pad_token_id,
-                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, tie_word_embeddings=False)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=hidden_size, intermediate_size=hidden_size * 2,
+                         num_hidden_layers=num_layers, num_attention_heads=hidden_size // HEAD_DIM, num_key_value_heads=1,
+                         head_dim=HEAD_DIM, max_position_embeddings=1024, tie_word_embeddings=False,
+                         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
     data = pair_corpus(steps * batch, length, seed=seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
@@ -60,7 +82,7 @@ def drafter_config(target_config, layer_ids) -> dict:
     return {
         "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
         "hidden_size": h, "intermediate_size": h * 2, "num_attention_heads": target_config.num_attention_heads,
-        "num_key_value_heads": target_config.num_key_value_heads, "head_dim": h // target_config.num_attention_heads,
+        "num_key_value_heads": target_config.num_key_value_heads, "head_dim": target_config.head_dim,
         "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 1024, "hidden_act": "silu",
         "vocab_size": target_config.vocab_size, "draft_vocab_size": target_config.vocab_size, "target_hidden_size": h,
         "tie_word_embeddings": False, "torch_dtype": "float32",
