@@ -66,7 +66,7 @@ class ReferenceDrafter(torch.nn.Module):
 
 @torch.no_grad()
 def speculative_decode(target, drafter: ReferenceDrafter, prompt: list[int], new_tokens: int, k: int, taps, state_fn=None):
-    """Greedy speculative decoding; returns (generated tokens, drafts, accepted per position).
+    """Greedy speculative decoding; returns (generated tokens, drafts, accepted per position, accepted per draft).
 
     ``state_fn(hidden_states tuple) -> aux [S, W]``: what the serving engine feeds the drafter
     (default: the concat of ``taps``); a width of H skips fc, as the engines do.
@@ -74,6 +74,7 @@ def speculative_decode(target, drafter: ReferenceDrafter, prompt: list[int], new
     state_fn = state_fn or (lambda hs: torch.cat([hs[i][0] for i in taps], -1))
     seq = list(prompt)
     drafts, accepted = 0, [0] * k
+    per_draft = []  # tokens accepted in each draft, for the standard error
     goal = len(prompt) + new_tokens
     while len(seq) < goal:
         out = target(input_ids=torch.tensor([seq]), output_hidden_states=True)
@@ -102,6 +103,7 @@ def speculative_decode(target, drafter: ReferenceDrafter, prompt: list[int], new
                 break
             n_ok += 1
             accepted[j] += 1
+        per_draft.append(n_ok)
         seq.extend(proposal[:n_ok])
         seq.append(int(verify[base + n_ok]))
-    return seq[len(prompt):goal], drafts, accepted
+    return seq[len(prompt):goal], drafts, accepted, per_draft

