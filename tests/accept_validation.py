@@ -30,7 +30,7 @@ CASES = {
 }
 
 
-def build(root, target_steps: int = 200, drafter_steps: int = 40, seed: int = 0):
+def build(root, target_steps: int = 200, drafter_steps: int = 60, seed: int = 0):
     """Train (or reuse, when ``root`` already has them) the target and the drafter; returns (model, target, drafter)."""
     from transformers import LlamaForCausalLM
 

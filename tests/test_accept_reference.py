@@ -8,6 +8,7 @@ within three standard errors of the loop's own mean (the spread of accepted toke
 """
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -33,7 +34,8 @@ def _state_fn(case):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     torch.set_num_threads(2)
-    model, target, drafter = build(tmp_path_factory.getbasetemp() / "accept-fixture")
+    # ALIGNPROBE_ACCEPT_FIXTURE: a folder to keep (or reuse) the trained pair in; else a fresh one.
+    model, target, drafter = build(os.environ.get("ALIGNPROBE_ACCEPT_FIXTURE") or tmp_path_factory.getbasetemp() / "accept-fixture")
     reference = ReferenceDrafter(drafter, model.model.embed_tokens.weight.detach())
     prompt_ids = prompts(6)
     out = {}
@@ -55,7 +57,8 @@ def runs(tmp_path_factory):
     for name in REFERENCE_CASES:
         serve = capture(model, sequences, str(root / f"{name}.h5"), CASES[name])
         variant = drafter_variant(drafter, str(root / f"drafter-{name}"), CASES[name])
-        out[name]["result"] = alignprobe.accept(variant, train, serve, target=target, num_draft_tokens=K)
+        out[name]["result"] = alignprobe.accept(variant, train, serve, target=target, num_draft_tokens=K,
+                                          score_from=len(prompt_ids[0]) - 1)
     return out
 
 

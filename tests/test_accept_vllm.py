@@ -24,7 +24,7 @@ K = 3
 def predicted_and_measured(root) -> dict[str, dict]:
     """Per case: vLLM's accept length and per-position rates beside alignprobe's prediction."""
     python = vllm_python()
-    model, target, drafter = build(os.path.join(root, "fixture"))
+    model, target, drafter = build(os.environ.get("ALIGNPROBE_ACCEPT_FIXTURE") or os.path.join(root, "fixture"))
     prompt_ids = prompts()
     drafters = {name: drafter_variant(drafter, os.path.join(root, f"drafter-{name}"), case) for name, case in CASES.items()}
     measured = run_vllm(python, target, drafters, prompt_ids, NEW_TOKENS, K, root)
@@ -34,11 +34,13 @@ def predicted_and_measured(root) -> dict[str, dict]:
     rows = {}
     for name, case in CASES.items():
         serve = capture(model, sequences, os.path.join(root, f"serve-{name}.h5"), case)
-        result = alignprobe.accept(drafters[name], train, serve, target=target, num_draft_tokens=K)
+        result = alignprobe.accept(drafters[name], train, serve, target=target, num_draft_tokens=K,
+                                          score_from=len(prompt_ids[0]) - 1)
         rows[name] = {"measured_al": measured[name]["accept_length"], "measured_pos": measured[name]["per_position"],
                       "predicted_al": result.serve.accept_length, "predicted_pos": result.serve.per_position,
                       "train_al": result.train.accept_length, "explained_by": result.explained_by,
                       "drafts": measured[name]["drafts"]}
+    rows["clean"]["sequences"] = sequences
     return rows
 
 

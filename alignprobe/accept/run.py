@@ -38,13 +38,16 @@ EXPLAINING_CODES = ("width_mismatch", "token_shift", "layer_offset", "wrong_taps
 
 def accept(drafter: str | os.PathLike | DrafterCheckpoint, train_dump, serve_dump=None, *, target=None,
            num_draft_tokens: int = 3, temperature: float = 0.0, max_tokens: int | None = None,
-           device: str = "cpu", compare_result=None, explain: bool = True) -> AcceptResult:
+           device: str = "cpu", compare_result=None, explain: bool = True, score_from: int = 0) -> AcceptResult:
     """Predict the accept length of ``drafter`` on the train dump and on the serve dump.
 
     ``target``: the target model folder (its embedding, LM head, vocab size are read from the
     safetensors alone); needed when the drafter carries no embedding. ``compare_result``: a
     CompareResult of the same pair, else one is computed when ``explain`` (to name the finding
     behind a loss and the measured taps). ``max_tokens`` caps the token rows run per side.
+    ``score_from``: chain starts before this position of each sample are not scored (the drafter still
+    reads them): with dumps of prompt + generated text, the prompt length minus 1 scores where a
+    serving engine drafts, from the first generated token on.
     """
     import torch
 
@@ -96,7 +99,8 @@ def accept(drafter: str | os.PathLike | DrafterCheckpoint, train_dump, serve_dum
                     sides[name] = None
                     continue
                 try:
-                    sides[name] = _run_side(model, dump, stream, own, lm_head, num_draft_tokens, temperature, max_tokens, train)
+                    sides[name] = _run_side(model, dump, stream, own, lm_head, num_draft_tokens, temperature, max_tokens, train,
+                                            score_from)
                 except WidthError as exc:
                     findings.append(Finding("drafter_hidden_width", "error", f"{name} dump stream {stream!r}: {exc}; the engine would fail at the first decode",
                                             {"stream": stream, "width": dump.streams[stream].width, "fc_input_width": ckpt.fc_input_width},
@@ -168,7 +172,7 @@ def _own_token_masks(train, lm_head, steps: int, notes: list[str]) -> dict[str, 
     return masks
 
 
-def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens, train) -> SideAccept:
+def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens, train, score_from=0) -> SideAccept:
     import torch
 
     claim = dump.streams[stream]
@@ -193,6 +197,9 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
             continue
         length = logits[0].shape[0]
         keep = _keep(own, sid, dump, train, i, length)
+        if score_from > 0:
+            keep = (np.ones(length, dtype=bool) if keep is None else keep.copy())
+            keep[:score_from] = False
         if keep is not None and not keep.any():
             continue
         samples += 1

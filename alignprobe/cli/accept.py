@@ -19,20 +19,23 @@ from alignprobe.errors import EXIT_FAIL, EXIT_PASS
 @click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
               help="Also predict rejection-sampling acceptance at this temperature (needs --target).")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Run the drafter on at most this many token rows per side.")
+@click.option("--score-from", default=0, show_default=True, type=click.IntRange(min=0), metavar="POS",
+              help="Score chain starts from this position of each sample on (dumps of prompt + generated text: "
+              "the prompt length - 1, where an engine starts drafting).")
 @click.option("--no-explain", is_flag=True, help="Skip the comparison that names the finding behind a loss.")
 @click.option("--json", "json_path", type=click.Path(), help="Write the AcceptResult here.")
 @click.option("--fail-cost", default=None, type=float, metavar="AL",
               help="Exit 1 when serving costs more than this accept length (default: exit 1 only on a drafter error).")
 @click.option("--device", default="cpu", show_default=True, help="Torch device the drafter runs on.")
-def accept(drafter, train_dump, serve_dump, target, num_draft_tokens, temperature, max_tokens, no_explain, json_path,
-           fail_cost, device) -> int:
+def accept(drafter, train_dump, serve_dump, target, num_draft_tokens, temperature, max_tokens, score_from, no_explain,
+           json_path, fail_cost, device) -> int:
     """Run the drafter on both dumps; predict the accept length per draft position and what serving costs."""
     from alignprobe.accept import accept as run_accept
     from alignprobe.accept.summary import format_accept
     from alignprobe.cli.compare import _write_atomic
 
     result = run_accept(drafter, train_dump, serve_dump, target=target, num_draft_tokens=num_draft_tokens,
-                        temperature=temperature, max_tokens=max_tokens, device=device, explain=not no_explain)
+                        temperature=temperature, max_tokens=max_tokens, device=device, explain=not no_explain, score_from=score_from)
     if json_path:
         _write_atomic(json_path, result.to_json())
     click.echo(format_accept(result))
