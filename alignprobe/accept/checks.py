@@ -181,7 +181,9 @@ def _tap_ids(ckpt, num_layers, serve_claim, serve_engine, measured) -> list[Find
                         {"layer_ids": list(ckpt.layer_ids)}, "give ids inside the target's layer range")]
     out = []
     if serve_claim is not None and len(serve_claim.hf_indices) > 1:
-        claimed = tuple(i for i in serve_claim.hf_indices if i < num_layers) or tuple(serve_claim.hf_indices)
+        claimed = tuple(serve_claim.hf_indices)
+        if len(claimed) == ckpt.num_taps + 1 and claimed[-1] == num_layers:
+            claimed = claimed[:-1]  # speculators / extract_hidden_states: 3 aux + the final state
         if tuple(sorted(claimed)) != expected:
             out.append(Finding(
                 "drafter_tap_ids", "warn",

@@ -47,7 +47,9 @@ class Eagle3Drafter:
         """What the engine makes of one token's captured state: [T, W] -> [T, H]."""
         width = states.shape[-1]
         fc_in = self.ckpt.fc_input_width
-        if fc_in and width == fc_in and self.ckpt.use_aux_hidden_state:
+        # use_aux_hidden_state decides what the engine captures (so the width it hands over), not
+        # whether fc applies to states that are fc wide: the train side always ran through fc.
+        if fc_in and width == fc_in:
             if self.ckpt.fc_norm:
                 taps = states.chunk(self.ckpt.num_taps, dim=-1)
                 states = torch.cat([self._rms(x, f"fc_norm.{i}.weight") for i, x in enumerate(taps)], dim=-1)

@@ -185,12 +185,20 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
         if final is None:
             sampled = None
     notes = []
+    columns = None
+    taps = model.ckpt.num_taps
+    if len(claim.hf_indices) == taps + 1 and claim.hf_indices[-1] == claim.num_layers and claim.width == model.ckpt.fc_input_width + claim.hidden_size:
+        # speculators / extract_hidden_states files: the aux taps, then the final state the engine does not feed
+        columns = slice(0, model.ckpt.fc_input_width)
+        notes.append(f"{stream}: the last slice ({claim.slice_label(taps)}) is the final state, not fed to fc: left out")
     rows = samples = 0
     for i, sid in enumerate(dump.sample_ids):
         if max_tokens is not None and rows >= max_tokens:
             break
         tokens = torch.from_numpy(dump.token_ids(i).astype(np.int64))
         states = torch.from_numpy(dump.states(i, stream))
+        if columns is not None:
+            states = states[:, columns]
         rows += len(tokens)
         logits = model.chain_logits(tokens, states, steps)
         if not logits:
@@ -218,7 +226,7 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
         notes.append("no chain start could be scored (samples shorter than the draft chain)")
     return SideAccept(
         dump=str(dump.path), stream=stream, hf_indices=list(claim.hf_indices),
-        fed="fc over the aux concat" if claim.width == model.ckpt.fc_input_width else "H-wide state, fc skipped",
+        fed="fc over the aux concat" if (claim.width == model.ckpt.fc_input_width or columns is not None) else "H-wide state, fc skipped",
         starts=greedy.starts, samples=samples, per_position=greedy.per_position, conditional=greedy.conditional,
         top1=greedy.top1_rate, accept_length=greedy.accept_length, temperature=temperature,
         sampled_per_position=sampled.per_position if sampled else None,
