@@ -29,3 +29,18 @@ def test_sampled_acceptance_is_the_overlap_of_the_two_distributions():
     assert math.isclose(float(sampled_acceptance(draft, target, mapping, 1.0)[0]), expected, rel_tol=1e-6)
     same = sampled_acceptance(torch.tensor([[0.0, 1.0, 0.0, 3.0]]), target, torch.arange(4), 0.7)
     assert math.isclose(float(same[0]), 1.0, rel_tol=1e-6)
+
+
+def test_engine_walk_drafts_where_a_greedy_engine_would():
+    from alignprobe.accept.chain import EngineWalk
+
+    # leading accepted runs per start: t0 3, t1 0, t2 2, t3 1, t4 3, t5 0, t6 1
+    correct = torch.tensor([[1, 0, 1, 1, 1, 0, 1], [1, 1, 1, 0, 1, 1, 0], [1, 1, 0, 1, 1, 0, 0]], dtype=torch.bool)
+    walk = EngineWalk(3)
+    walk.add(correct)
+    # drafts at t0 (3 accepted, next at 4), t4 (3, next at 8): two drafts, 6 accepted
+    assert walk.drafts == 2 and walk.accepted == [2, 2, 2] and walk.accept_length == 4.0
+    walk = EngineWalk(3)
+    walk.add(correct, keep=[False, True, True, True, True, True, True])
+    # t1 (0 -> t2), t2 (2 -> t5), t5 (0 -> t6), t6 (1 -> t8)
+    assert walk.drafts == 4 and walk.accepted == [3, 1, 0]

@@ -59,6 +59,43 @@ class ChainTally:
         return 1.0 + sum(self.per_position) if self.starts else float("nan")
 
 
+@dataclasses.dataclass
+class EngineWalk:
+    """The engine's own walk over a sequence: draft at t, accept the leading run of n correct steps,
+    take the target's token as the bonus, draft next at t + n + 1. On a dump of the target's own
+    greedy output the accepted drafts ARE the dump's tokens, so the teacher-forced chains at the
+    visited starts are exactly what a greedy engine computes, and the counters are its counters."""
+
+    steps: int
+    drafts: int = 0
+    accepted: list = dataclasses.field(default_factory=list)  # per position, as vLLM's accepted_per_pos
+
+    def __post_init__(self) -> None:
+        self.accepted = self.accepted or [0] * self.steps
+
+    def add(self, correct, keep=None, start: int = 0) -> None:
+        """``correct``: bool [steps, T] (a torch tensor); ``keep``: starts the engine could draft at."""
+        runs = correct.long().cumprod(dim=0).sum(dim=0).tolist()  # leading accepted steps per start
+        t = start
+        while t < len(runs):
+            if keep is not None and not keep[t]:
+                t += 1
+                continue
+            n = runs[t]
+            self.drafts += 1
+            for j in range(n):
+                self.accepted[j] += 1
+            t += n + 1
+
+    @property
+    def per_position(self) -> list[float]:
+        return [a / self.drafts for a in self.accepted] if self.drafts else [float("nan")] * self.steps
+
+    @property
+    def accept_length(self) -> float:
+        return 1.0 + sum(self.accepted) / self.drafts if self.drafts else float("nan")
+
+
 def accept_length_from_rates(conditional: list[float]) -> float:
     """AL = 1 + sum_k prod_{j<=k} p_j (the textbook form, for a table of per-step rates)."""
     total, running = 1.0, 1.0

@@ -1,9 +1,12 @@
 """What ``accept`` predicts: plain records (the report reads them; they never import it).
 
-``SideAccept``: one dump run through the drafter. ``per_position[j]``: the share of chain starts whose
-draft tokens 1..j+1 would all be accepted (vLLM's ``accepted_tokens_per_pos[j] / drafts``);
-``conditional[j]``: acceptance of step j+1 given the steps before it were accepted; ``top1[j]``: the
-teacher-forced top-1 agreement of step j+1 alone; ``accept_length`` = 1 + sum(per_position).
+``SideAccept``: one dump run through the drafter. ``per_position[j]``: the share of the engine's drafts
+whose tokens 1..j+1 are all accepted (vLLM's ``accepted_tokens_per_pos[j] / drafts``), from the
+engine's walk over each sample (``drafts`` rounds: draft, accept the leading correct run, take the
+bonus token, draft again); ``conditional[j]``: acceptance of step j+1 given the steps before it were
+accepted; ``accept_length`` = 1 + sum(per_position). ``all_starts_*``: the same averaged over every
+chain start instead (the walk's positions are a subset); ``top1[j]``: teacher-forced top-1 of step
+j+1 alone, over all starts.
 With a temperature (and the target's LM head), ``sampled_*`` hold the same for rejection sampling.
 
 ``AcceptResult``: both sides, the drafter checks as findings, ``cost`` = train AL - serve AL, and
@@ -32,6 +35,9 @@ class SideAccept:
     conditional: list[float]
     top1: list[float]
     accept_length: float
+    drafts: int = 0
+    all_starts_per_position: list[float] | None = None
+    all_starts_accept_length: float | None = None
     temperature: float = 0.0
     sampled_per_position: list[float] | None = None
     sampled_accept_length: float | None = None

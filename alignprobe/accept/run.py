@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from alignprobe.accept.chain import ChainTally, sampled_acceptance
+from alignprobe.accept.chain import ChainTally, EngineWalk, sampled_acceptance
 from alignprobe.accept.checkpoint import DrafterCheckpoint, load_drafter
 from alignprobe.accept.checks import check_drafter
 from alignprobe.accept.result import AcceptResult, SideAccept
@@ -177,6 +177,7 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
 
     claim = dump.streams[stream]
     greedy = ChainTally(steps)
+    walk = EngineWalk(steps)
     sampled = ChainTally(steps) if temperature > 0 and lm_head is not None else None
     final = None
     if sampled is not None:
@@ -213,7 +214,9 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
         samples += 1
         labels = torch.stack([tokens[j + 1 : j + 1 + length] for j in range(1, steps + 1)])
         drafted = torch.stack([model.to_target_ids(l.argmax(-1)) for l in logits])
-        accepted = (drafted == labels).double()
+        correct = drafted == labels
+        walk.add(correct, keep)
+        accepted = correct.double()
         if keep is not None:
             accepted = accepted[:, torch.from_numpy(keep)]
         greedy.add(accepted)
@@ -227,10 +230,19 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
     return SideAccept(
         dump=str(dump.path), stream=stream, hf_indices=list(claim.hf_indices),
         fed="fc over the aux concat" if (claim.width == model.ckpt.fc_input_width or columns is not None) else "H-wide state, fc skipped",
-        starts=greedy.starts, samples=samples, per_position=greedy.per_position, conditional=greedy.conditional,
-        top1=greedy.top1_rate, accept_length=greedy.accept_length, temperature=temperature,
+        starts=greedy.starts, samples=samples, per_position=walk.per_position, conditional=_conditional(walk.per_position),
+        top1=greedy.top1_rate, accept_length=walk.accept_length, drafts=walk.drafts,
+        all_starts_per_position=greedy.per_position, all_starts_accept_length=greedy.accept_length, temperature=temperature,
         sampled_per_position=sampled.per_position if sampled else None,
         sampled_accept_length=sampled.accept_length if sampled else None, notes=notes)
+
+
+def _conditional(per_position: list[float]) -> list[float]:
+    rates, before = [], 1.0
+    for p in per_position:
+        rates.append(p / before if before else float("nan"))
+        before = p
+    return rates
 
 
 def _keep(own, sid, dump, train, index, length):

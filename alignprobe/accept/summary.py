@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from alignprobe.accept.result import AcceptResult, SideAccept
+from alignprobe.accept.result import AcceptResult
 
 
 def format_accept(result: AcceptResult) -> str:
@@ -10,16 +10,17 @@ def format_accept(result: AcceptResult) -> str:
     sides = [(name, side) for name, side in (("train", result.train), ("serve", result.serve)) if side is not None]
     if sides:
         k = result.num_draft_tokens
-        header = "  side    AL    " + "  ".join(f"pos{j + 1:<3}" for j in range(k)) + "  starts  fed"
+        header = "  side    AL    " + "  ".join(f"pos{j + 1:<3}" for j in range(k)) + "  drafts  fed"
         lines += ["", header]
         for name, side in sides:
             lines.append(f"  {name:<6}{side.accept_length:5.2f}   " + "  ".join(f"{p:6.3f}" for p in side.per_position)
-                         + f"  {side.starts:6d}  {side.stream} HF{side.hf_indices}: {side.fed}")
+                         + f"  {side.drafts:6d}  {side.stream} HF{side.hf_indices}: {side.fed}")
             if side.sampled_accept_length is not None:
                 lines.append(f"  {'':<6}{side.sampled_accept_length:5.2f}   "
                              + "  ".join(f"{p:6.3f}" for p in side.sampled_per_position)
                              + f"  at temperature {side.temperature:g}")
-        lines.append("  (pos j: share of chains whose drafts 1..j are all accepted; AL = 1 + their sum)")
+        lines.append("  (pos j: share of the engine's drafts whose tokens 1..j are all accepted, walking each sample as a greedy "
+                     "engine does; AL = 1 + their sum)")
     if result.findings:
         lines.append("")
         for f in result.findings:
@@ -30,6 +31,3 @@ def format_accept(result: AcceptResult) -> str:
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 
-
-def side_row(side: SideAccept) -> list[float]:
-    return [side.accept_length, *side.per_position]

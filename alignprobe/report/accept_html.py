@@ -25,15 +25,15 @@ def accept_section(accept: dict[str, Any]) -> str:
         cells = "".join(f"<td>{_num(p)}</td>" for p in side.per_position)
         cond = ", ".join(_num(p) for p in side.conditional)
         rows.append(f"<tr><td>{name}</td><td><b>{_num(side.accept_length, 2)}</b></td>{cells}<td>{cond}</td>"
-                    f"<td>{side.starts}</td><td><code>{escape(side.stream)}</code> HF{escape(side.hf_indices)}: {escape(side.fed)}</td></tr>")
+                    f"<td>{side.drafts}</td><td><code>{escape(side.stream)}</code> HF{escape(side.hf_indices)}: {escape(side.fed)}</td></tr>")
     if result.train is not None and result.serve is not None:
         loss = "".join(f"<td>{_num(a - b)}</td>" for a, b in zip(result.train.per_position, result.serve.per_position))
         rows.append(f"<tr><td>cost</td><td><b>{_num(result.cost, 2)}</b></td>{loss}<td colspan=\"3\"></td></tr>")
-    table = (f"<table><tr><th>side</th><th>accept length</th>{head}<th>conditional per step</th><th>chains</th>"
+    table = (f"<table><tr><th>side</th><th>accept length</th>{head}<th>conditional per step</th><th>drafts</th>"
              f"<th>fed</th></tr>{''.join(rows)}</table>")
     parts = [f"<h2>Predicted accept length ({escape(result.layout)} drafter, {k} drafts)</h2>",
              f"<p>{escape(result.sentence())}</p>", table,
-             "<p class=\"ap-muted\">draft j: share of draft chains whose tokens 1..j are all accepted (vLLM's "
+             "<p class=\"ap-muted\">draft j: share of the engine's drafts whose tokens 1..j are all accepted (vLLM's "
              "accepted_per_pos[j] / drafts); accept length = 1 + their sum. docs/accept.md says how it is predicted.</p>"]
     if result.findings:
         parts += ["<h3>Drafter checks</h3>", findings_html(result.findings)]
