@@ -213,7 +213,7 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
             continue
         samples += 1
         labels = torch.stack([tokens[j + 1 : j + 1 + length] for j in range(1, steps + 1)])
-        drafted = torch.stack([model.to_target_ids(l.argmax(-1)) for l in logits])
+        drafted = torch.stack([model.to_target_ids(l.argmax(-1)) for l in logits]).cpu()
         correct = drafted == labels
         walk.add(correct, keep)
         accepted = correct.double()
@@ -222,7 +222,7 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
         greedy.add(accepted)
         if sampled is not None:
             target_logits = torch.from_numpy(dump.states(i, final)) @ lm_head.T
-            probs = torch.stack([sampled_acceptance(l, target_logits[j : j + length], model.draft_to_target, temperature)
+            probs = torch.stack([sampled_acceptance(l.cpu(), target_logits[j : j + length], model.draft_to_target.cpu(), temperature)
                                  for j, l in zip(range(1, steps + 1), logits)])
             sampled.add(probs[:, torch.from_numpy(keep)] if keep is not None else probs)
     if greedy.starts == 0:
