@@ -68,6 +68,7 @@ def test_faults_cost_and_are_explained(table):
     assert table["final_only"]["predicted_al"] < clean - 0.5
     assert table["final_only"]["explained_by"] == "width_mismatch"
     assert table["late_taps"]["explained_by"] in ("wrong_taps", "layer_offset")
+    assert table["late_taps"]["predicted_al"] < clean - 0.2
 
 
 if __name__ == "__main__":  # python tests/test_accept_vllm.py ROOT: the docs/accept.md table as JSON
