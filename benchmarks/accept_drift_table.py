@@ -89,7 +89,8 @@ def main() -> None:
         aux = [p for p in compared.streams if p.role == "drafter_input"]
         rel = max((s.rel_rms for p in aux for s in p.slices), default=float("nan"))
         cos = min((s.cosine_p1 for p in aux for s in p.slices), default=float("nan"))
-        result = alignprobe.accept(variant, train, serve, target=target, compare_result=compared)
+        # the walk starts where the engine starts drafting: at the first generated token
+        result = alignprobe.accept(variant, train, serve, target=target, compare_result=compared, score_from=len(prompt_ids[0]) - 1)
         row = {"rel_rms": rel, "cosine_p1": cos, "predicted_al": result.serve.accept_length if result.serve else None,
                "predicted_pos": result.serve.per_position if result.serve else None, "train_al": result.train.accept_length,
                "explained_by": result.explained_by, "verdict": compared.verdict}
