@@ -4,7 +4,7 @@ Uses the fixture of the accept tests (tests/accept_validation.py: a tiny byte-le
 an EAGLE-3 drafter trained on its states; built into ROOT/fixture, or reused from there). The train
 dump is the fp32 capture of the given sequences at the drafter's taps; each row's serve dump applies
 one drift: the target run in bf16 / fp16, its weights fake-quantized (alignprobe/quant.py: fp8, int8,
-int4 group 128), bf16 kernel noise (bf16 at batch 1 against a bf16 train dump at batch 4), taps
+int4 group 128), bf16 kernel noise (the target in bf16 at batch 1; against the same fp32 train dump), taps
 shifted by +-1, the final state only, each tapped state rotated by a seeded random orthogonal matrix.
 Per row: compare's drift on the aux stream (worst slice rel-RMS, cosine p1) and accept's prediction.
 
