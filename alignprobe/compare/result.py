@@ -194,6 +194,34 @@ class MappingSearch:
 
 
 @dataclasses.dataclass
+class ExplanationFit:
+    """One explanation of a serve slice, fitted on some sampled rows and scored on held-out ones."""
+
+    name: str  # the explanation (compare/explain/<name>.py): identity, index_offset, row_shift, ...
+    complexity: int  # the simplest explanation that fits wins
+    fits: bool  # held-out rel-RMS within the tolerance the policy allows
+    held_out_rel_rms: float  # ||serve - transform(train)|| / ||serve|| on the held-out rows
+    held_out_cosine: float
+    fit_rel_rms: float  # the same on the rows the parameters were fitted on
+    held_out_rows: int
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)  # the fitted parameters: the evidence
+    summary: str = ""  # one line: what the transform is
+
+
+@dataclasses.dataclass
+class SliceExplanation:
+    """The simplest explanation that fits one serve slice, the runner-up, and everything tried."""
+
+    serve_stream: str
+    serve_slice: int
+    label: str  # the train slice it should equal ("HF[4]"), or the claimed one
+    winner: ExplanationFit
+    runner_up: ExplanationFit | None = None
+    tried: list[ExplanationFit] = dataclasses.field(default_factory=list)
+    rows: int = 0  # sampled rows fitted and scored on, in all
+
+
+@dataclasses.dataclass
 class TokenIssue:
     sample_id: str
     kind: str  # "shift" | "divergent" | "padding" | "length"
@@ -243,6 +271,7 @@ class CompareResult:
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     elapsed_s: float = 0.0
+    explanations: list[SliceExplanation] = dataclasses.field(default_factory=list)  # per serve slice (explain/)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -342,6 +371,10 @@ _NESTED = {
     (MappingSearch, "candidates"): Candidate,
     (MappingSearch, "matches"): SliceMatch,
     (TokenCheck, "issues"): TokenIssue,
+    (CompareResult, "explanations"): SliceExplanation,
+    (SliceExplanation, "winner"): ExplanationFit,
+    (SliceExplanation, "runner_up"): ExplanationFit,
+    (SliceExplanation, "tried"): ExplanationFit,
 }
 
 
@@ -354,7 +387,8 @@ def _build(cls, raw: dict[str, Any]):
         value = raw[field.name]
         nested = _NESTED.get((cls, field.name))
         if nested is not None:
-            value = [_build(nested, v) for v in value] if isinstance(value, list) else _build(nested, value)
+            if value is not None:
+                value = [_build(nested, v) for v in value] if isinstance(value, list) else _build(nested, value)
         elif field.type == "float" or (field.type == "float | None" and value is not None):
             value = float(value)
         elif field.name in ("cosine", "norm_ratio", "cosine_cdf") and isinstance(value, list):
