@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from alignprobe.compare import feeding
+from alignprobe.compare.feeding import feed, window_pieces
 from alignprobe.compare.kernels import Kernels
 from alignprobe.compare.mapping import MappingSums
 from alignprobe.compare.metrics import SliceAccumulator
@@ -123,9 +123,9 @@ def measure(
             served = {s: kernels.load(raw, serve.encoding(s)) for s, raw in served.items()}
             trained = {s: kernels.load(raw, train.encoding(s)) for s, raw in trained.items()}
             for search in mapping:
-                pieces = feeding.window_pieces(search, v0, t0, len(pos))
+                pieces = window_pieces(search, v0, t0, len(pos))
                 if pieces:
-                    feeding.append(feeder.submit(feeding.feed, search, pieces, served, trained, t0))
+                    feeding.append(feeder.submit(feed, search, pieces, served, trained, t0))
             while len(feeding) > MAX_FEEDING:  # each holds its block: bound the memory
                 feeding.popleft().result()
             terms = kernels.row_terms([

@@ -40,8 +40,10 @@ class ForeignRows:
             if best is None:
                 continue
             sources[int(s)] = best[1]
-            got = np.where(best[2][:, None] >= 0, a[np.maximum(best[2], 0)], 0.0)
-            predicted[mine] = got
+            # where the source sample is shorter, the sample keeps its own rows (a request given the
+            # previous one's rows gets them for the positions the previous one had)
+            own = np.flatnonzero(mine)
+            predicted[mine] = np.where(best[2][:, None] >= 0, a[np.maximum(best[2], 0)], a[own])
         # rows no train row of the chosen source explains: padding rows agree with each other by position
         unexplained = np.sqrt(np.sum((predicted - b) ** 2, axis=1)) > rows.tolerance * np.linalg.norm(b, axis=1)
         padding = self._padding(rows, b, unexplained)
@@ -67,14 +69,15 @@ class ForeignRows:
 
     @staticmethod
     def _padding(rows: ExplainRows, b: np.ndarray, unexplained: np.ndarray) -> np.ndarray | None:
-        """Predict each unexplained row by the mean of the other samples' unexplained FIT rows at its
+        """Predict each unexplained row by the mean of the other samples' unexplained rows at its
         position; None when too few rows are unexplained to call it padding."""
         if unexplained.sum() < 4:
             return None
         out = np.zeros_like(b)
         found = False
         for r in np.flatnonzero(unexplained):
-            peers = unexplained & rows.fit & (rows.position == rows.position[r]) & (rows.sample != rows.sample[r])
+            # other samples' rows only: the row scored never predicts itself
+            peers = unexplained & (rows.position == rows.position[r]) & (rows.sample != rows.sample[r])
             if peers.any():
                 out[r] = b[peers].mean(axis=0)
                 found = True
