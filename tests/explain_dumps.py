@@ -30,6 +30,11 @@ SCALE = float(np.sqrt(H))  # an embedding scaled by sqrt(H) on one side
 SHIFT = 1  # serve row i is train row i+1
 PAD_FRACTION = 0.25
 SEED = 7
+DEPTH_DRIFT = (0.03, 0.1, 0.15)  # rel-RMS planted per aux slice, growing with depth
+
+
+def POSITION_DRIFT(position):  # rel-RMS planted at each position: 0.02 at the start, 0.2 at 90
+    return 0.02 + 0.002 * position
 
 
 def _rotation(seed: int = SEED) -> np.ndarray:
@@ -157,6 +162,21 @@ def planted(arch: str) -> dict[str, str]:
                              lambda i, c: {"aux_hidden_state": c.hf[i][:, list(SPECFORGE_AUX)].reshape(len(c.hf[i]), -1)},
                              engine="specforge")
     add("vllm_ids", _aux_claim(VLLM_READS), _taps(VLLM_READS))
+    # numeric drift with a signature, planted as seeded noise (the tiny models barely use RoPE: a
+    # RoPE base 1000x smaller moved their states by a rel-RMS of 0.008, so a real RoPE change plants
+    # nothing measurable here): noise growing along the positions, and noise growing with depth
+    rng = np.random.default_rng(SEED)
+
+    def noise(x, size):
+        return x + size[:, None] * np.linalg.norm(x, axis=1, keepdims=True) / np.sqrt(H) * rng.standard_normal(x.shape)
+
+    add("position_drift", _aux_claim(), _taps(AUX, lambda i, j, x: noise(x, POSITION_DRIFT(np.arange(len(x))))))
+    add("depth_drift", _aux_claim(), _taps(AUX, lambda i, j, x: noise(x, np.full(len(x), DEPTH_DRIFT[j]))))
+    # a clean pair in another dtype: float16 serving against bfloat16 training
+    half = _capture(model, prompts, out, "fp16", dtype="float16")
+    paths["float16"] = _write(os.path.join(out, "float16.h5"), half, _aux_claim(dtype="float16"), _taps(AUX))
+    paths["int4"] = scenario_paths(arch)["int4"]
+    paths["nan_rows"] = scenario_paths(arch)["nan_rows"]
     copy_path = os.path.join(out, "train-copy.h5")
     shutil.copyfile(paths["train"], copy_path)
     paths["train_copy"] = copy_path

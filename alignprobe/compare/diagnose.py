@@ -101,6 +101,12 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
         for f in numeric:
             if f.code == "nonfinite" and nonfinite_where:
                 f.evidence["where_sampled"] = [w for w in nonfinite_where if w["stream"] == comparison.serve_stream]
+        drifting = [e for e in explanations if e.serve_stream == comparison.serve_stream and e.winner.name == "drift"]
+        for f in numeric:  # the drift explanation's signature (position / depth / dtype) joins the drift finding
+            if f.code == "numeric_drift" and drifting:
+                f.evidence["signature"] = sorted({s for e in drifting for s in e.winner.params.get("signature", [])})
+                f.evidence["explained"] = [{"serve_slice": e.serve_slice, "expected": e.label, "params": e.winner.params,
+                                            "held_out_rel_rms": e.winner.held_out_rel_rms} for e in drifting]
         if named is not None:
             kept = []
             for f in numeric:

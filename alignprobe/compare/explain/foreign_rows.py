@@ -27,23 +27,22 @@ class ForeignRows:
         predicted = np.zeros_like(b)
         sources: dict[int, int] = {}
         for s in samples:
-            mine = rows.sample == s
+            mine = np.flatnonzero(rows.sample == s)
+            fit = rows.fit[mine]
+            if not fit.any():
+                continue
             best = None
             for t in samples:  # the source sample, chosen on this sample's fit rows
-                source = rows_at(rows, np.full(int(mine.sum()), t), rows.position[mine])
-                usable = (source >= 0) & rows.fit[mine]
-                if not usable.any():
-                    continue
-                error = float(np.sum((a[source[usable]] - b[mine][usable]) ** 2) / max(1e-30, np.sum(b[mine][usable] ** 2)))
-                if best is None or error < best[0] - 1e-12 or (error <= best[0] + 1e-12 and t == s):
-                    best = (error, int(t), source)
-            if best is None:
-                continue
+                source = rows_at(rows, np.full(len(mine), t), rows.position[mine])
+                # where the source sample is shorter, the sample keeps its own rows (a request given the
+                # previous one's rows gets them for the positions the previous one had); every source
+                # is scored on the same rows
+                guess = np.where(source[:, None] >= 0, a[np.maximum(source, 0)], a[mine])
+                error = float(np.sum((guess[fit] - b[mine][fit]) ** 2))
+                if best is None or error < best[0] * (1 - 1e-9):
+                    best = (error, int(t), guess)
             sources[int(s)] = best[1]
-            # where the source sample is shorter, the sample keeps its own rows (a request given the
-            # previous one's rows gets them for the positions the previous one had)
-            own = np.flatnonzero(mine)
-            predicted[mine] = np.where(best[2][:, None] >= 0, a[np.maximum(best[2], 0)], a[own])
+            predicted[mine] = best[2]
         # rows no train row of the chosen source explains: padding rows agree with each other by position
         unexplained = np.sqrt(np.sum((predicted - b) ** 2, axis=1)) > rows.tolerance * np.linalg.norm(b, axis=1)
         padding = self._padding(rows, b, unexplained)
@@ -69,16 +68,17 @@ class ForeignRows:
 
     @staticmethod
     def _padding(rows: ExplainRows, b: np.ndarray, unexplained: np.ndarray) -> np.ndarray | None:
-        """Predict each unexplained row by the mean of the other samples' unexplained rows at its
-        position; None when too few rows are unexplained to call it padding."""
+        """Predict each unexplained row by the mean of the other samples' unexplained rows nearest in
+        position (a pad token attending only to pads has one state at every position); None when too
+        few rows are unexplained to call it padding. The row scored never predicts itself."""
         if unexplained.sum() < 4:
             return None
         out = np.zeros_like(b)
         found = False
         for r in np.flatnonzero(unexplained):
-            # other samples' rows only: the row scored never predicts itself
-            peers = unexplained & (rows.position == rows.position[r]) & (rows.sample != rows.sample[r])
-            if peers.any():
-                out[r] = b[peers].mean(axis=0)
+            peers = np.flatnonzero(unexplained & (rows.sample != rows.sample[r]))
+            if len(peers):
+                nearest = peers[np.argsort(np.abs(rows.position[peers] - rows.position[r]), kind="stable")[:4]]
+                out[r] = b[nearest].mean(axis=0)
                 found = True
         return out if found else None
