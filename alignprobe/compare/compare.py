@@ -8,6 +8,7 @@ verdict (diagnose.py).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import os
@@ -19,6 +20,7 @@ import h5py
 from alignprobe.compare import feeding, streaming
 from alignprobe.compare.diagnose import diagnose
 from alignprobe.compare.diagnoses.tokens import token_findings
+from alignprobe.compare.explaining import explain_plans
 from alignprobe.compare.kernels import Kernels, kernels_for
 from alignprobe.compare.mapping import sample_rows
 from alignprobe.compare.pairing import pair_samples
@@ -93,14 +95,19 @@ def compare(
         population = tokens.alignable_samples if sampled_run else None
         measured = [p for p in plans if p.width_ok]
         searches = feeding.mapping_sums(tr, sv, plans, segments, sampled, hidden_size, kernels)
-        comparisons, found = feeding.run_searches(
-            tr, sv, plans, searches,
-            lambda fed: streaming.measure(tr, sv, measured, segments, hidden_size, block_bytes, kernels, population, fed,
-                                            progress),
-            policy.mapping_tie_cosine,
-        )
+        # The explanations read a few samples' rows and fit on them in a thread beside the pass (which
+        # waits on its reads most of the time), so they cost the comparison little wall time.
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-explain") as pool:
+            explaining = pool.submit(explain_plans, tr, sv, plans, segments, num_layers, policy)
+            comparisons, found = feeding.run_searches(
+                tr, sv, plans, searches,
+                lambda fed: streaming.measure(tr, sv, measured, segments, hidden_size, block_bytes, kernels, population,
+                                              fed, progress),
+                policy.mapping_tie_cosine,
+            )
+            explained, nonfinite_where = explaining.result()
         diagnosis = diagnose(tr, sv, plans, found, comparisons, segments, findings, policy, hidden_size, num_layers,
-                             sampled_run, tokens.compared_samples, notes)
+                             sampled_run, tokens.compared_samples, notes, explained, nonfinite_where)
         multiplier = diagnosis.multiplier
         return CompareResult(
             verdict=diagnosis.verdict,

@@ -18,7 +18,6 @@ from alignprobe.compare.diagnoses.explained import CONTRADICTED, REPLACED, SAME_
 from alignprobe.compare.diagnoses.inputs import dtype_findings, same_dump_findings, swapped_findings
 from alignprobe.compare.diagnoses.layout import Layout, layout_findings, width_findings
 from alignprobe.compare.diagnoses.numeric import numeric_findings
-from alignprobe.compare.explaining import explain_plan
 from alignprobe.compare.pairing import Segment
 from alignprobe.compare.plan import StreamPlan
 from alignprobe.compare.policy import Policy
@@ -39,7 +38,8 @@ class Diagnosis:
 def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str, MappingSearch],
              comparisons: list[StreamComparison], segments: list[Segment], findings: list[Finding],
              policy: Policy, hidden_size: int, num_layers: int, sampled_run: bool, compared_samples: int,
-             notes: list[str]) -> Diagnosis:
+             notes: list[str], explained_by_stream: dict[str, list[SliceExplanation]],
+             nonfinite_where: list[dict]) -> Diagnosis:
     """``findings`` holds the token findings already; the rest are added here."""
     findings = list(findings)
     findings += same_dump_findings(train, serve, comparisons, policy)
@@ -47,7 +47,7 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
     findings += dtype_findings(train, serve, policy)
     train_prov, serve_prov = dataclasses.asdict(train.provenance), dataclasses.asdict(serve.provenance)
     reads_aux = any(p.role == ROLE_DRAFTER_INPUT and len(p.expected) > 1 for p in plans)
-    mappings, layouts, explanations, nonfinite_where = [], {}, [], []
+    mappings, layouts, explanations = [], {}, []
     replaced: dict[str, tuple[str, ...]] = {}
     for plan in plans:
         if plan.num_slices == 0:
@@ -68,7 +68,7 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
         layout = _layout(ms, plan, num_layers, policy)
         stream_findings = list(layout.findings)
         if plan.role != ROLE_LAYERS:
-            explained = explain_plan(train, serve, plan, ms, segments, num_layers, policy, nonfinite_where)
+            explained = explained_by_stream.get(plan.serve_stream, [])
             explanations += explained
             if explained:
                 expected_hf = [k[0] for k in plan.expected_keys if k is not None]

@@ -19,14 +19,26 @@ from alignprobe.compare.pairing import Segment
 from alignprobe.compare.plan import StreamPlan
 from alignprobe.compare.policy import Policy
 from alignprobe.compare.result import MappingSearch, SliceExplanation
-from alignprobe.dump import Dump
+from alignprobe.dump import ROLE_LAYERS, Dump
 
-EXPLAIN_BYTES = 96 << 20  # float64 rows held at once for one stream's explanations
+EXPLAIN_BYTES = 24 << 20  # float32 rows held at once for one stream's explanations (H = 7168: ~120 rows)
 MAX_ROWS = 1024
 MIN_ROWS = 64
 RUNS = 2  # runs of consecutive samples (the start and the middle of the pairing order)
 SAMPLES_PER_RUN = 6
+SMALL_TRAIN = 16  # train slices in all, at most, for every one of them to be a candidate
 FIT_RUN = 8  # positions per run of fit / held-out rows inside a sample
+
+
+def explain_plans(train: Dump, serve: Dump, plans: list[StreamPlan], segments: list[Segment], num_layers: int,
+                  policy: Policy) -> tuple[dict[str, list[SliceExplanation]], list[dict]]:
+    """Explanations of every drafter_input / final stream whose width matches training (layers stacks
+    are investigation views: not explained), and where the sampled rows held non-finite values.
+    Independent of the streaming pass and the mapping search, so it runs beside them."""
+    where: list[dict] = []
+    out = {p.serve_stream: explain_plan(train, serve, p, None, segments, num_layers, policy, where)
+           for p in plans if p.width_ok and p.role != ROLE_LAYERS}
+    return out, where
 
 
 def explain_plan(train: Dump, serve: Dump, plan: StreamPlan, mapping: MappingSearch | None, segments: list[Segment],
@@ -36,7 +48,7 @@ def explain_plan(train: Dump, serve: Dump, plan: StreamPlan, mapping: MappingSea
     if not keys or not segments:
         return []
     hidden = train.streams[next(iter(train.streams))].hidden_size
-    budget = max(MIN_ROWS, min(MAX_ROWS, EXPLAIN_BYTES // (8 * hidden * (plan.num_slices + len(keys)))))
+    budget = max(MIN_ROWS, min(MAX_ROWS, EXPLAIN_BYTES // (4 * hidden * (plan.num_slices + len(keys)))))
     chosen = _chosen_segments(segments, budget)
     serve_parts, train_parts, samples, positions = [], {k: [] for k in keys}, [], []
     for number, (seg, length) in enumerate(chosen):
@@ -46,8 +58,8 @@ def explain_plan(train: Dump, serve: Dump, plan: StreamPlan, mapping: MappingSea
             train_parts[key].append(train.read(stream, seg.train_row, seg.train_row + length, cols))
         samples.append(np.full(length, number))
         positions.append(seg.position + np.arange(length))
-    served = np.concatenate(serve_parts).astype(np.float64).reshape(-1, plan.num_slices, hidden)
-    trained = {k: np.concatenate(v).astype(np.float64) for k, v in train_parts.items()}
+    served = np.concatenate(serve_parts).reshape(-1, plan.num_slices, hidden)
+    trained = {k: np.concatenate(v) for k, v in train_parts.items()}
     sample, position = np.concatenate(samples), np.concatenate(positions)
     finite = np.isfinite(served).all(axis=(1, 2))
     for v in trained.values():
@@ -119,6 +131,8 @@ def _candidate_keys(train: Dump, plan: StreamPlan, mapping: MappingSearch | None
                     i = cand.hf_index
                     wanted |= {(i, cand.final_norm), (i - 1, "post"), (i + 1, "post")}
     wanted |= {(num_layers, "pre"), (num_layers, "post")}
+    if len(where) <= SMALL_TRAIN:  # a train side of few slices (a SpecForge dataset): all of them
+        wanted |= set(where)
     # below N a key's norm is always "post" (mapping.candidate_key)
     wanted = {(i, n if i == num_layers else "post") for i, n in wanted}
     return {k: where[k] for k in sorted(wanted) if k in where}

@@ -24,7 +24,7 @@ Key = tuple[int, str]  # (HF index, "pre"/"post"), as mapping.candidate_key
 class ExplainRows:
     """Sampled rows of one serve stream and of the train slices it may be a transform of.
 
-    ``serve[:, j]`` is serve slice j ([R, k, H], float64); ``train[key]`` the train slice of that
+    ``serve[:, j]`` is serve slice j ([R, k, H], float32); ``train[key]`` the train slice of that
     key on the same rows (train row r is aligned with serve row r by the token pairing). ``sample``
     / ``position`` say where each row is; ``fit`` marks the rows parameters are fitted on (alternate
     runs of positions inside each sample), the others are held out.
@@ -79,10 +79,11 @@ class Explanation(Protocol):
 
 def rel_rms(predicted: np.ndarray, actual: np.ndarray) -> float:
     """||actual - predicted|| / ||actual|| over the rows given (inf when actual is all zero)."""
-    den = float(np.sum(actual * actual))
+    den = float(np.sum(actual * actual, dtype=np.float64))
     if den <= 0:
         return float("inf")
-    return float(np.sqrt(np.sum((actual - predicted) ** 2) / den))
+    diff = actual - predicted
+    return float(np.sqrt(np.sum(diff * diff, dtype=np.float64) / den))
 
 
 def mean_cosine(predicted: np.ndarray, actual: np.ndarray) -> float:
