@@ -25,7 +25,7 @@ EXPLAIN_BYTES = 24 << 20  # float32 rows held at once for one stream's explanati
 MAX_ROWS = 1024
 MIN_ROWS = 64
 RUNS = 2  # runs of consecutive samples (the start and the middle of the pairing order)
-SAMPLES_PER_RUN = 6
+SAMPLES_PER_RUN = 5
 SMALL_TRAIN = 16  # train slices in all, at most, for every one of them to be a candidate
 FIT_RUN = 8  # positions per run of fit / held-out rows inside a sample
 
@@ -51,11 +51,19 @@ def explain_plan(train: Dump, serve: Dump, plan: StreamPlan, mapping: MappingSea
     budget = max(MIN_ROWS, min(MAX_ROWS, EXPLAIN_BYTES // (4 * hidden * (plan.num_slices + len(keys)))))
     chosen = _chosen_segments(segments, budget)
     serve_parts, train_parts, samples, positions = [], {k: [] for k in keys}, [], []
+    by_stream: dict[str, dict] = {}
+    for key, (stream, j) in keys.items():
+        by_stream.setdefault(stream, {})[key] = j
     for number, (seg, length) in enumerate(chosen):
         serve_parts.append(serve.read(plan.serve_stream, seg.serve_row, seg.serve_row + length))
-        for key, (stream, j) in keys.items():
-            cols = slice(j * hidden, (j + 1) * hidden)
-            train_parts[key].append(train.read(stream, seg.train_row, seg.train_row + length, cols))
+        # one read a train stream (the columns its wanted slices span), sliced here: a chunked dataset
+        # read column by column would read each chunk once per slice, and h5py reads one call at a time
+        # (the streaming pass beside this waits for every call)
+        for stream, slices in by_stream.items():
+            lo, hi = min(slices.values()), max(slices.values()) + 1
+            block = train.read(stream, seg.train_row, seg.train_row + length, slice(lo * hidden, hi * hidden))
+            for key, j in slices.items():
+                train_parts[key].append(block[:, (j - lo) * hidden : (j - lo + 1) * hidden])
         samples.append(np.full(length, number))
         positions.append(seg.position + np.arange(length))
     served = np.concatenate(serve_parts).reshape(-1, plan.num_slices, hidden)
