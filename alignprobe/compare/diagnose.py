@@ -72,10 +72,12 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
             explanations += explained
             if explained:
                 expected_hf = [k[0] for k in plan.expected_keys if k is not None]
+                mapped_ok = list(layout.slice_ok)
                 by_fit = explanation_findings(plan.serve_stream, plan.role, explained, expected_hf, num_layers, policy,
-                                              serve_prov, train_prov, reads_aux)
+                                              serve_prov, train_prov, reads_aux, mapped_ok)
                 for e in explained:  # the fits decide which slices the numeric checks judge
-                    layout.slice_ok[e.serve_slice] = e.winner.name in SAME_INDEX + ("scalar_scale",)
+                    layout.slice_ok[e.serve_slice] = e.winner.name in SAME_INDEX + ("scalar_scale",) or (
+                        e.winner.name == "nothing_fits" and mapped_ok[e.serve_slice])
                 drop = REPLACED if by_fit else CONTRADICTED
                 if not by_fit and all(layout.slice_ok):
                     stream_findings = [f for f in stream_findings if f.code not in drop]
@@ -128,8 +130,14 @@ def _merge(by_fit: list[Finding], measured: list[Finding], drop) -> list[Finding
     as one of ``by_fit`` is kept in its place, with the explanations' evidence and fix added."""
     same = {f.code: f for f in measured if f.code in drop}
     out = [f for f in measured if f.code not in drop]
+    note = next((g.fix[g.fix.find(" The train dump holds only"):] for g in measured
+                 if g.code in drop and " The train dump holds only" in g.fix), "")
     for f in by_fit:
-        out.append(merged(f, same[f.code]) if f.code in same else f)
+        if f.code in same:
+            f = merged(f, same[f.code])
+        elif note and f.code in ("layer_offset", "wrong_taps") and note not in f.fix:
+            f.fix += note  # the mapping's word that the train dump holds only some layers
+        out.append(f)
     return out
 
 

@@ -19,7 +19,7 @@ SAME_INDEX = ("identity", "drift")
 REPLACED = ("layer_offset", "wrong_taps", "final_norm_mismatch", "scale_mismatch", "numeric_drift",
             "position_drift", "claim_mismatch", "mapping_ambiguous")
 # ... and those the fits contradict when every slice is its expected train slice
-CONTRADICTED = ("layer_offset", "wrong_taps", "final_norm_mismatch", "claim_mismatch")
+CONTRADICTED = ("layer_offset", "wrong_taps", "final_norm_mismatch")
 
 FIXES = {
     "duplicate_tap": ("duplicate_tap", "Give the engine every layer id training used, each once: one aux id is "
@@ -48,8 +48,12 @@ FIXES = {
 
 def explanation_findings(stream: str, role: str, explained: list[SliceExplanation], expected_hf: list[int],
                          num_layers: int, policy: Policy, serve_provenance: dict, train_provenance: dict,
-                         drafter_reads_aux: bool) -> list[Finding]:
-    off = [e for e in explained if e.winner.name not in SAME_INDEX]
+                         drafter_reads_aux: bool, mapped_ok: list[bool] | None = None) -> list[Finding]:
+    """``mapped_ok``: per serve slice, the mapping search measured it as its expected train slice; such a
+    slice that no explanation fits is the right layer too far off to name: numeric_drift judges it."""
+    mapped_ok = mapped_ok or [False] * len(explained)
+    off = [e for e in explained if e.winner.name not in SAME_INDEX
+           and not (e.winner.name == "nothing_fits" and mapped_ok[e.serve_slice])]
     if not off:
         return []
     out: list[Finding] = []
@@ -136,8 +140,11 @@ def _offset_finding(stream, role, offsets, explained, expected_hf, num_layers, p
 
 def merged(new: Finding, old: Finding) -> Finding:
     """One finding where the explanations and the measurements name the same code: the measured
-    evidence and title stay, the explanations' evidence and their (engine-aware) fix are added."""
+    evidence, title and fix stay (a layer offset takes the engine-aware fix), the explanations' evidence
+    is added."""
     old.evidence = {**old.evidence, **new.evidence}
-    old.fix = new.fix or old.fix
+    if new.code == "layer_offset":  # the fix that names the serve engine's convention
+        partial = old.fix[old.fix.find(" The train dump holds only"):] if " The train dump holds only" in old.fix else ""
+        old.fix = (new.fix or old.fix) + partial
     old.severity = new.severity if new.severity != old.severity and new.code == old.code else old.severity
     return old

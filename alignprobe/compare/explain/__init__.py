@@ -49,6 +49,12 @@ def explain_slice(rows: ExplainRows, j: int, stream: str, explanations=EXPLANATI
     if runner_up is None and rest:
         runner_up = min(rest, key=lambda f: f.held_out_rel_rms if math.isfinite(f.held_out_rel_rms) else math.inf)
     if winner.name == "nothing_fits":
+        measured = [f for f in rest if math.isfinite(f.held_out_rel_rms)]
+        # how close the closest came (inf when nothing could be scored: NaN never compares equal)
+        best = min(measured, key=lambda f: f.held_out_rel_rms) if measured else None
+        winner.held_out_rel_rms = best.held_out_rel_rms if best else math.inf
+        winner.held_out_cosine = best.held_out_cosine if best else -math.inf
+        winner.fit_rel_rms = best.fit_rel_rms if best else math.inf
         winner.params["closest"] = [
             {"name": f.name, "held_out_rel_rms": f.held_out_rel_rms, "summary": f.summary}
             for f in sorted(rest, key=lambda f: f.held_out_rel_rms if math.isfinite(f.held_out_rel_rms) else math.inf)[:3]
@@ -60,7 +66,7 @@ def explain_slice(rows: ExplainRows, j: int, stream: str, explanations=EXPLANATI
         label=rows.label(expected) if expected else f"slice {j}",
         winner=winner,
         runner_up=runner_up,
-        tried=tried,
+        tried=[f for f in tried if f.name != "nothing_fits" or f is winner],  # the fallback is no fit
         rows=len(rows.sample),
     )
 

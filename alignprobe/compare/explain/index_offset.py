@@ -9,9 +9,7 @@ claimed index the train side does hold equals it exactly (the serve claims are t
 
 from __future__ import annotations
 
-import math
-
-from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, mean_cosine, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -55,11 +53,13 @@ class IndexOffset:
             if o == j or key is None:
                 continue
             error = rel_rms(rows.train[key][rows.held_out], rows.serve[rows.held_out, o])
+            cosine = mean_cosine(rows.train[key][rows.held_out], rows.serve[rows.held_out, o])
             if error <= rows.tolerance:
                 shift = shifts.pop()
                 return ExplanationFit(
-                    name=self.name, complexity=self.complexity, fits=True, held_out_rel_rms=math.nan,
-                    held_out_cosine=math.nan, fit_rel_rms=math.nan, held_out_rows=0,
+                    # the held-out fit of the slice that verifies the claims: this one cannot be measured
+                    name=self.name, complexity=self.complexity, fits=True, held_out_rel_rms=error,
+                    held_out_cosine=cosine, fit_rel_rms=error, held_out_rows=int(rows.held_out.sum()),
                     params={"measured": f"HF[{claimed}]", "measured_hf_index": claimed, "expected": rows.label(expected),
                             "offset": shift, "basis": "claims",
                             "verified_by": {"serve_slice": o, "equals": rows.label(key), "held_out_rel_rms": error}},

@@ -1,6 +1,7 @@
 """Nothing fits: the serve slice is no transform of any train state this family knows (another model
 or revision, an embedding scale on a path we do not model, a broken capture). Always applies, last:
-the selector fills in the best fits that were tried, so the report shows how far each one was."""
+the selector fills in the best fits that were tried (and their best held-out fit as this one's),
+so the report shows how far each one was."""
 
 from __future__ import annotations
 
