@@ -16,6 +16,20 @@ from alignprobe.compare import CompareResult, Policy  # noqa: E402
 import alignprobe.accept  # noqa: E402,F401 - callable too: alignprobe.accept(drafter, train, serve)
 from alignprobe.accept import AcceptResult  # noqa: E402
 
+
+def _report_view(name: str):
+    """The report's drawing of a result (imported when first drawn: matplotlib is slow to import)."""
+    if name == "repr_html":
+        from alignprobe.report.notebook import repr_html
+
+        return repr_html
+    from alignprobe.report import figures
+
+    return getattr(figures, name)
+
+
+alignprobe.compare.result.VIEWS = _report_view  # results never import the report: the root wires them
+
 __all__ = [
     "__version__",
     "AcceptResult",

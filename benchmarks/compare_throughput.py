@@ -87,6 +87,8 @@ PROFILE_CHILD = """
 import importlib, json, sys, threading, time
 from alignprobe.dump.reader import Dump
 C = importlib.import_module("alignprobe.compare.compare")
+S = importlib.import_module("alignprobe.compare.streaming")
+F = importlib.import_module("alignprobe.compare.feeding")
 busy = {"read-ahead": 0.0, "mapping": 0.0, "main": 0.0}
 marks = {}
 read_raw = Dump.read_raw
@@ -107,17 +109,17 @@ def wrapped(name, fn):
         finally:
             marks[name + "_end"] = time.perf_counter()
     return call
-C._measure = wrapped("pass", C._measure)
+S.measure = wrapped("pass", S.measure)
 feeding = [0.0]
-feed = C._feed
+feed = S.feed
 def timed_feed(*args):
     t0 = time.perf_counter()
     feed(*args)
     feeding[0] += time.perf_counter() - t0
-C._feed = timed_feed
-C.read_into = wrapped("own_search", C.read_into)
+S.feed = timed_feed
+F.read_into = wrapped("own_search", F.read_into)
 waits = [0.0]
-read_ahead = C.read_ahead
+read_ahead = S.read_ahead
 def timed_read_ahead(loads, depth):
     it = read_ahead(loads, depth)
     while True:
@@ -128,7 +130,7 @@ def timed_read_ahead(loads, depth):
             return
         waits[0] += time.perf_counter() - t0
         yield item
-C.read_ahead = timed_read_ahead
+S.read_ahead = timed_read_ahead
 t0 = time.perf_counter()
 C.compare(sys.argv[1], sys.argv[2], tokenizer=None)
 total = time.perf_counter() - t0
@@ -165,7 +167,7 @@ def _prepare(paths: list[str], cache: str) -> None:
 
 VARIANTS = {  # name: (compare() keyword arguments, module settings)
     "library": ({}, {}),
-    "lib_seq": ({}, {"alignprobe.compare.compare:READ_AHEAD_BLOCKS": 0}),
+    "lib_seq": ({}, {"alignprobe.compare.streaming:READ_AHEAD_BLOCKS": 0}),
     "lib_1t": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 1}),
     "cuda": ({"device": "cuda"}, {}),
 }

@@ -156,7 +156,7 @@ def test_a_partial_train_dump_says_the_mapping_is_not_definite(tmp_path, samples
 def test_wide_serve_streams_sample_fewer_rows_and_say_so(tmp_path, samples, train, monkeypatch):
     import sys
 
-    entry = sys.modules["alignprobe.compare.compare"]  # the module (the package's .compare is the function)
+    entry = sys.modules["alignprobe.compare.feeding"]  # where the mapping searches are planned
 
     claim = StreamClaim(range(N + 1), H, N, "float32", "post", "layers")
     serve = write_dump(tmp_path / "s.h5", samples, {"layers": claim}, lambda hf, pre, sid: {"layers": hf.reshape(len(hf), -1)})
@@ -185,7 +185,7 @@ def test_the_pass_feeds_the_search_the_same_rows_it_would_read(tmp_path, monkeyp
                        lambda hf, pre, sid: {k: v for k, v in train_states(hf, pre).items() if k in kept})
     serve = write_dump(tmp_path / "s.h5", samples, {n: c for n, c in train_streams().items() if n in kept},
                        lambda hf, pre, sid: {"eagle3_aux": hf[:, list(AUX)].reshape(len(hf), -1) * 1.01, "final": hf[:, N]})
-    entry = importlib.import_module("alignprobe.compare.compare")
+    entry = importlib.import_module("alignprobe.compare.feeding")
     own_reads = []
     real_read_into = entry.read_into
     monkeypatch.setattr(entry, "read_into", lambda *a: (own_reads.append(a), real_read_into(*a)))

@@ -50,6 +50,12 @@ def _first(dump: Dump, role: str) -> str:
     return next((name for name, c in dump.streams.items() if c.role == role), "")
 
 
+def _holding(dump: Dump, key: Key) -> str:
+    """The stream holding exactly that one slice (an HF index in its norm form), or ""."""
+    return next((name for name, c in dump.streams.items()
+                 if len(c.hf_indices) == 1 and candidate_key(c, 0) == key), "")
+
+
 def plan_streams(train: Dump, serve: Dump, hidden_size: int, notes: list[str]) -> list[StreamPlan]:
     train_index: dict[Key, tuple[str, int]] = {}
     for name, claim in train.streams.items():
@@ -72,6 +78,11 @@ def plan_streams(train: Dump, serve: Dump, hidden_size: int, notes: list[str]) -
             if not target:
                 notes.append(f"serve stream {name!r} ({claim.role}): the train dump has no stream to pair it with")
                 continue
+            if claim.role == ROLE_FINAL and len(claim.hf_indices) == 1:
+                # pre- and post-norm finals differ by the norm: pair with the one the serve side claims
+                # when the train side holds both (capture hf keeps final_prenorm beside final)
+                same = _holding(train, candidate_key(claim, 0))
+                target = same or target
             tclaim = train.streams[target]
             plan.train_stream = target
             plan.expected = [(target, j) for j in range(len(tclaim.hf_indices))]

@@ -38,6 +38,10 @@ class Policy:
     mapping_min_cosine: float = 0.9
     mapping_min_margin: float = 0.002
     mapping_tie_cosine: float = 0.001
+    # Explanations (compare/explain/): a transform of a train state fits a serve slice when its
+    # held-out rel-RMS is within drift_fail_rel_rms; numeric drift alone (no transform) explains up
+    # to explain_drift_rel_rms (benchmarks/measure_explanations.py, docs/policy.md).
+    explain_drift_rel_rms: float = 0.2
     # Degenerate (all-zero or constant) rows: a warning, and a failure past this fraction of rows.
     degenerate_fail_fraction: float = 0.01
     # Severity of each finding code, overriding findings.DEFAULT_SEVERITY.

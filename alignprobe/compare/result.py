@@ -15,6 +15,8 @@ Field names are stable (the reporter renders them, ``--json`` writes them); add 
                       and rows compared of those available) only when --sample / --max-tokens left rows out
     notes             list[str]: what the comparer had to assume or skip, in one line each
     elapsed_s         wall time of the comparison
+    explanations      list[SliceExplanation]: per explained serve slice (drafter_input / final streams)
+                      the simplest explanation that fits held-out rows, the runner-up, all tried
     ``bool(result)`` is True unless the verdict is FAIL (a WARN passes, as exit code 0 does);
     ``result.passed(strict=True)`` is True only for PASS.
 
@@ -42,6 +44,12 @@ Field names are stable (the reporter renders them, ``--json`` writes them); add 
     slice with its score, runner-up and margin; ``expected`` / ``claimed`` the labels the mapping
     should be / the serve dump says it is.
 
+``ExplanationFit``: one explanation (compare/explain/<name>.py) of one serve slice: name, complexity,
+    fits (held-out rel-RMS within the policy's tolerance), held_out_rel_rms / held_out_cosine /
+    held_out_rows (rows the parameters were not fitted on), fit_rel_rms, params (the fitted
+    parameters: the evidence), summary (one line). ``SliceExplanation``: serve_stream, serve_slice,
+    label (the train slice it should be), winner, runner_up, tried, rows.
+
 ``TokenCheck``: paired / train_only / serve_only sample counts (with up to 20 example ids each),
     identical (samples whose token ids agree), compared_samples / aligned_tokens (samples and rows the
     numbers cover), alignable_samples / alignable_tokens (those that had aligned rows: the whole), and
@@ -56,7 +64,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any
+from typing import Any, Callable
 
 SEVERITIES = ("info", "warn", "error")
 VERDICTS = ("PASS", "WARN", "FAIL")
@@ -194,6 +202,34 @@ class MappingSearch:
 
 
 @dataclasses.dataclass
+class ExplanationFit:
+    """One explanation of a serve slice, fitted on some sampled rows and scored on held-out ones."""
+
+    name: str  # the explanation (compare/explain/<name>.py): identity, index_offset, row_shift, ...
+    complexity: int  # the simplest explanation that fits wins
+    fits: bool  # held-out rel-RMS within the tolerance the policy allows
+    held_out_rel_rms: float  # ||serve - transform(train)|| / ||serve|| on the held-out rows
+    held_out_cosine: float
+    fit_rel_rms: float  # the same on the rows the parameters were fitted on
+    held_out_rows: int
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)  # the fitted parameters: the evidence
+    summary: str = ""  # one line: what the transform is
+
+
+@dataclasses.dataclass
+class SliceExplanation:
+    """The simplest explanation that fits one serve slice, the runner-up, and everything tried."""
+
+    serve_stream: str
+    serve_slice: int
+    label: str  # the train slice it should equal ("HF[4]"), or the claimed one
+    winner: ExplanationFit
+    runner_up: ExplanationFit | None = None
+    tried: list[ExplanationFit] = dataclasses.field(default_factory=list)
+    rows: int = 0  # sampled rows fitted and scored on, in all
+
+
+@dataclasses.dataclass
 class TokenIssue:
     sample_id: str
     kind: str  # "shift" | "divergent" | "padding" | "length"
@@ -244,6 +280,7 @@ class CompareResult:
     notes: list[str] = dataclasses.field(default_factory=list)
     elapsed_s: float = 0.0
     accept: dict[str, Any] | None = None  # AcceptResult.to_dict() when compare ran with --drafter (alignprobe.accept)
+    explanations: list[SliceExplanation] = dataclasses.field(default_factory=list)  # per serve slice (explain/)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -277,43 +314,43 @@ class CompareResult:
     def from_json(cls, text: str) -> "CompareResult":
         return cls.from_dict(json.loads(text))
 
-    # -- notebook view and plots (rendering lives in alignprobe.report) ----------------------------
+    # -- notebook view and plots (drawn by alignprobe.report, looked up through VIEWS) ----------------------------
 
     def _repr_html_(self) -> str:
-        from alignprobe.report.notebook import repr_html
-
-        return repr_html(self)
+        return _view("repr_html")(self)
 
     def plot_similarity(self, stream: str | None = None):
         """Heatmap: each train HF index against each serve slice, the measured mapping boxed."""
-        from alignprobe.report import figures
-
-        return figures.similarity(self, stream)
+        return _view("similarity")(self, stream)
 
     def plot_layers(self, stream: str | None = None):
         """Cosine percentiles, rel-RMS and norm ratio per HF index of one compared stream."""
-        from alignprobe.report import figures
-
-        return figures.layer_metrics(self, stream)
+        return _view("layer_metrics")(self, stream)
 
     def plot_positions(self, stream: str | None = None):
         """Relative RMS error by token position, one line per HF index."""
-        from alignprobe.report import figures
-
-        return figures.position_drift(self, stream)
+        return _view("position_drift")(self, stream)
 
     def plot_slices(self, stream: str | None = None):
         """What each slice of the serve vector measures as, against the training layout."""
-        from alignprobe.report import figures
-
-        return figures.slice_composition(self, stream)
+        return _view("slice_composition")(self, stream)
 
     def plot_token_cosines(self, stream: str | None = None):
         """Histogram of the per-token cosine per HF index (re-read from the two dumps where they are at
         hand, else drawn from the distribution the result keeps)."""
-        from alignprobe.report import figures
+        return _view("token_cosine_histogram")(self, stream)
 
-        return figures.token_cosine_histogram(self, stream)
+
+# How a result is drawn lives in alignprobe.report, which reads results: a result never imports the
+# report. The package root installs the lookup (alignprobe/__init__.py): VIEWS(name) -> the callable
+# ("repr_html", or a figure of alignprobe.report.figures).
+VIEWS: Callable[[str], Callable[..., Any]] | None = None
+
+
+def _view(name: str) -> Callable[..., Any]:
+    if VIEWS is None:
+        raise RuntimeError("no report is installed to draw results: import alignprobe (the package root installs it)")
+    return VIEWS(name)
 
 
 # -- (de)serialisation ---------------------------------------------------------------------------
@@ -343,6 +380,10 @@ _NESTED = {
     (MappingSearch, "candidates"): Candidate,
     (MappingSearch, "matches"): SliceMatch,
     (TokenCheck, "issues"): TokenIssue,
+    (CompareResult, "explanations"): SliceExplanation,
+    (SliceExplanation, "winner"): ExplanationFit,
+    (SliceExplanation, "runner_up"): ExplanationFit,
+    (SliceExplanation, "tried"): ExplanationFit,
 }
 
 
@@ -355,7 +396,8 @@ def _build(cls, raw: dict[str, Any]):
         value = raw[field.name]
         nested = _NESTED.get((cls, field.name))
         if nested is not None:
-            value = [_build(nested, v) for v in value] if isinstance(value, list) else _build(nested, value)
+            if value is not None:
+                value = [_build(nested, v) for v in value] if isinstance(value, list) else _build(nested, value)
         elif field.type == "float" or (field.type == "float | None" and value is not None):
             value = float(value)
         elif field.name in ("cosine", "norm_ratio", "cosine_cdf") and isinstance(value, list):

@@ -102,6 +102,19 @@ def _table(result: CompareResult, c: StreamComparison, verbose: bool = False) ->
         )
     if len(rows) < len(c.slices):
         out.append(f"  ({len(rows)} of {len(c.slices)} slices shown, the worst included; --json has them all)")
+    out += explanation_lines(result, c.serve_stream)
+    return out
+
+
+def explanation_lines(result: CompareResult, stream: str) -> list[str]:
+    """Each explained slice of ``stream``: the winning explanation and the runner-up, with their held-out fit."""
+    explained = [e for e in result.explanations if e.serve_stream == stream]
+    if not explained:
+        return []
+    out = [f"  explained (fitted on some sampled rows, held-out rel-RMS on the others; {explained[0].rows} rows):"]
+    for e in explained:
+        runner = f", runner-up {e.runner_up.name} ({_g(e.runner_up.held_out_rel_rms)})" if e.runner_up else ""
+        out.append(f"    {e.label:<14}{e.winner.name} ({_g(e.winner.held_out_rel_rms)}){runner}")
     return out
 
 

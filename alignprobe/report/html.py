@@ -73,6 +73,8 @@ def render_html(result: CompareResult, figures: Iterable[tuple[str, Figure]] = (
     ]
     for search in result.mappings:
         body += [f"<h2>Mapping of <code>{escape(search.serve_stream)}</code></h2>", mapping_table(search)]
+    if getattr(result, "explanations", None):
+        body += ["<h2>Explanations</h2>", explanations_table(result)]
     for pair in result.streams:
         body += [f"<h2>Per HF index: {_pair_title(pair)}</h2>", layer_table(pair, result.policy, half_width_multiplier(result))]
     if result.accept:
@@ -195,6 +197,28 @@ def mapping_table(search: MappingSearch) -> str:
     if search.expected and not same_width:
         note += f" Training used {len(search.expected)} slices here: {escape(', '.join(search.expected))}."
     note += "</p>"
+    return f'<table class="ap">{header}{"".join(rows)}</table>{note}'
+
+
+def explanations_table(result: CompareResult) -> str:
+    """Per explained serve slice: the simplest explanation that fits and the runner-up, each with its
+    held-out fit (rel-RMS on rows the parameters were not fitted on) and what it found."""
+    rows = []
+    for e in result.explanations:
+        w, r = e.winner, e.runner_up
+        off = w.name not in ("identity", "drift")
+        runner = f"{escape(r.name)} ({format_number(r.held_out_rel_rms, 3)})" if r else "-"
+        rows.append(
+            f'<tr{_BAD_ROW if off else ""}><td class="l"><code>{escape(e.serve_stream)}</code>[{e.serve_slice}]</td>'
+            f'<td class="l">{escape(e.label)}</td><td class="l"><b>{escape(w.name)}</b></td>'
+            f'<td>{format_number(w.held_out_rel_rms, 3)}</td><td class="l">{escape(w.summary)}</td>'
+            f'<td class="l">{runner}</td></tr>'
+        )
+    header = ('<tr><th class="l">serve slice</th><th class="l">training used</th><th class="l">explanation</th>'
+              '<th>held-out rel-RMS</th><th class="l">what it found</th><th class="l">runner-up (held-out)</th></tr>')
+    rows_used = result.explanations[0].rows
+    note = (f'<p class="ap-muted">Fitted on some of {rows_used} sampled rows and scored on the others; the simplest '
+            "explanation within the policy's noise wins (docs/findings.md, Explanations).</p>")
     return f'<table class="ap">{header}{"".join(rows)}</table>{note}'
 
 

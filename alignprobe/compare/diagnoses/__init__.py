@@ -29,6 +29,18 @@ DEFAULT_SEVERITY = {
     "degenerate": "warn",  # raised to error past degenerate_fail_fraction
     "mapping_ambiguous": "info",
     "claim_mismatch": "info",
+    # named by the explanations (compare/explain/)
+    "duplicate_tap": "error",
+    "row_shift": "error",
+    "foreign_rows": "error",
+    "residual_split": "error",
+    "channel_scale": "error",
+    "rotated": "error",
+    "unexplained": "error",
+    # the inputs themselves
+    "same_dump": "error",
+    "dumps_swapped": "error",
+    "dtype_mismatch": "info",
 }
 
 

@@ -89,6 +89,13 @@ def width_findings(
             "The drafter was trained as EAGLE-1/2 on the final state: serve it with --speculative-algorithm "
             "EAGLE, or train an EAGLE-3 drafter on aux states."
         )
+    elif 1 < k < k_expected and None not in measured and set(ms.measured) < set(expected_labels):
+        missing = [label for label in expected_labels if label not in ms.measured]
+        evidence["missing"] = missing
+        title = (f"missing tap: the serve stream holds {k} slices ({what}) where training used {k_expected}; "
+                 f"{', '.join(missing)} was never captured")
+        fix = (f"Give the engine every layer id training used: {', '.join(missing)} is missing (vLLM: deepseek_v2 "
+               "captures id N only since PR #46973; SGLang captures HF[1]..HF[N-1] only).")
     else:
         title = f"the serve stream holds {k} slices ({what}) where training used {k_expected} ({', '.join(expected_labels)})"
         fix = f"Configure the engine's aux layer ids so it captures the {k_expected} HF indices training used."

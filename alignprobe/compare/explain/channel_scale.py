@@ -1,0 +1,53 @@
+"""A per-channel scale: a norm weight applied on one side only (pre- vs post-norm final state,
+``norm_before_fc``-style flags). Two forms are fitted on the fit rows and the better one kept:
+
+- ``weight``: serve = w * train, channel by channel;
+- ``rmsnorm``: serve / rms(serve) = w * train / rms(train): RMSNorm's per-token scale and its weight
+  (the serve row's own norm restores the magnitude, so this one is scored on direction and shape).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+from alignprobe.compare.result import ExplanationFit
+
+
+def _unit_rms(x: np.ndarray) -> np.ndarray:
+    rms = np.sqrt(np.mean(x * x, axis=1, keepdims=True))
+    return x / np.where(rms > 0, rms, 1.0)
+
+
+def _weights(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    den = np.sum(a * a, axis=0)
+    return np.sum(a * b, axis=0) / np.where(den > 0, den, 1.0)
+
+
+class ChannelScale:
+    name = "channel_scale"
+    complexity = 6
+
+    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
+        key = rows.expected[j]
+        if key is None or key not in rows.train:
+            return None
+        a, b = rows.train[key], rows.serve[:, j]
+        if rows.fit.sum() < 2 * a.shape[1] // 8:
+            return None  # too few rows to fit H weights
+        fit = rows.fit
+        weight = _weights(a[fit], b[fit])
+        plain = weight * a
+        unit_a, unit_b = _unit_rms(a), _unit_rms(b)
+        norm_weight = _weights(unit_a[fit], unit_b[fit])
+        direction = norm_weight * unit_a
+        scale = np.linalg.norm(b, axis=1, keepdims=True) / np.maximum(np.linalg.norm(direction, axis=1, keepdims=True), 1e-30)
+        normed = direction * scale
+        forms = {"weight": (plain, weight), "rmsnorm": (normed, norm_weight)}
+        form = min(forms, key=lambda f: rel_rms(forms[f][0][fit], b[fit]))
+        predicted, w = forms[form]
+        params = {"form": form, "hf_index": key[0], "weight_mean": float(w.mean()), "weight_std": float(w.std()),
+                  "weight_min": float(w.min()), "weight_max": float(w.max()), "channels": int(w.size)}
+        what = ("serve = w * train" if form == "weight" else "serve = RMSNorm(train) with weight w (or its inverse)")
+        return scored(self.name, self.complexity, rows, predicted, b, params,
+                      f"{what}, {rows.label(key)}, w in [{w.min():.3g}, {w.max():.3g}] (mean {w.mean():.3g})")

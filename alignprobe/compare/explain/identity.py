@@ -1,0 +1,19 @@
+"""Identity: the serve slice is the train slice it should be (same HF index), within the noise allowed."""
+
+from __future__ import annotations
+
+from alignprobe.compare.explain.base import ExplainRows, scored
+from alignprobe.compare.result import ExplanationFit
+
+
+class Identity:
+    name = "identity"
+    complexity = 0
+
+    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
+        key = rows.expected[j]
+        if key is None or key not in rows.train:
+            return None
+        label = rows.label(key)
+        return scored(self.name, self.complexity, rows, rows.train[key], rows.serve[:, j],
+                      {"hf_index": key[0], "label": label}, f"serve = train {label}, as expected")

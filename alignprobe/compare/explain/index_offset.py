@@ -1,0 +1,70 @@
+"""Another tap: the serve slice is a train state of another HF index (a layer-id convention offset).
+
+Measured where the train side holds that index: the candidate is chosen on the fit rows and scored
+on the held-out ones. Where the train side holds only a few layers (a SpecForge or speculators
+dataset: the drafter's three), the index the serve slice really is may not be there to measure;
+then both sides' claims give the shift, and it is accepted only when some other serve slice whose
+claimed index the train side does hold equals it exactly (the serve claims are then honest).
+"""
+
+from __future__ import annotations
+
+from alignprobe.compare.explain.base import ExplainRows, mean_cosine, rel_rms, scored
+from alignprobe.compare.result import ExplanationFit
+
+
+class IndexOffset:
+    name = "index_offset"
+    complexity = 2
+
+    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
+        expected = rows.expected[j]
+        if expected is None:
+            return None
+        b = rows.serve[:, j]
+        others = [key for key in rows.train if key != expected]
+        if others:
+            best = min(others, key=lambda key: rel_rms(rows.train[key][rows.fit], b[rows.fit]))
+            measured = scored(
+                self.name, self.complexity, rows, rows.train[best], b,
+                {"measured": rows.label(best), "measured_hf_index": best[0], "expected": rows.label(expected),
+                 "offset": best[0] - expected[0], "basis": "measured"},
+                f"serve = train {rows.label(best)} where {rows.label(expected)} was expected "
+                f"(offset {best[0] - expected[0]:+d})",
+            )
+            if measured.fits:
+                return measured
+        else:
+            measured = None
+        inferred = self._from_claims(rows, j)
+        return inferred or measured
+
+    def _from_claims(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
+        claimed, expected = rows.claimed[j], rows.expected[j]
+        held = {key[0] for key in rows.train}
+        if claimed is None or claimed == expected[0] or claimed in held:
+            return None
+        shifts = {c - e[0] for c, e in zip(rows.claimed, rows.expected) if c is not None and e is not None}
+        if len(shifts) != 1:
+            return None
+        # an honest claim elsewhere: a serve slice claiming an index the train side holds, equal to it
+        for o, c in enumerate(rows.claimed):
+            key = next((k for k in rows.train if k[0] == c), None)
+            if o == j or key is None:
+                continue
+            error = rel_rms(rows.train[key][rows.held_out], rows.serve[rows.held_out, o])
+            cosine = mean_cosine(rows.train[key][rows.held_out], rows.serve[rows.held_out, o])
+            if error <= rows.tolerance:
+                shift = shifts.pop()
+                return ExplanationFit(
+                    # the held-out fit of the slice that verifies the claims: this one cannot be measured
+                    name=self.name, complexity=self.complexity, fits=True, held_out_rel_rms=error,
+                    held_out_cosine=cosine, fit_rel_rms=error, held_out_rows=int(rows.held_out.sum()),
+                    params={"measured": f"HF[{claimed}]", "measured_hf_index": claimed, "expected": rows.label(expected),
+                            "offset": shift, "basis": "claims",
+                            "verified_by": {"serve_slice": o, "equals": rows.label(key), "held_out_rel_rms": error}},
+                    summary=f"serve claims HF[{claimed}] (offset {shift:+d}), which the train side does not hold; "
+                            f"serve slice {o} claims {rows.label(key)} and equals it (rel-RMS {error:.2g}), "
+                            "so the claims are honest",
+                )
+        return None

@@ -1,0 +1,52 @@
+"""Rows shifted inside a sample: serve row i is the train state of row i+k of the same sample, at
+the HF index expected, while the token ids agree (a state buffer read one position off)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+from alignprobe.compare.result import ExplanationFit
+
+MAX_SHIFT = 8
+
+
+def rows_at(rows: ExplainRows, sample: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """The row index of (sample, position) for each pair, -1 where that row was not read."""
+    return rows.rows_at(sample, position)
+
+
+class RowShift:
+    name = "row_shift"
+    complexity = 3
+
+    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
+        key = rows.expected[j]
+        if key is None or key not in rows.train:
+            return None
+        a, b = rows.train[key], rows.serve[:, j]
+        best = None
+        for shift in (k for k in range(-MAX_SHIFT, MAX_SHIFT + 1) if k):
+            source = rows_at(rows, rows.sample, rows.position + shift)
+            usable = (source >= 0) & rows.fit
+            if usable.sum() < 8:
+                continue
+            error = rel_rms(a[source[usable]], b[usable])
+            if best is None or error < best[0]:
+                best = (error, shift, source)
+        if best is None:
+            return None
+        _, shift, source = best
+        usable = source >= 0
+        params = {"shift": shift, "hf_index": key[0], "rows_usable": int(usable.sum())}
+        fit = scored(self.name, self.complexity, _Subset(rows, usable), a[source[usable]], b[usable], params,
+                     f"serve row i is train row i{shift:+d} of the same sample ({rows.label(key)}), tokens identical")
+        return fit
+
+
+class _Subset:
+    """The rows of an ExplainRows where a prediction exists (scored() reads fit and tolerance)."""
+
+    def __init__(self, rows: ExplainRows, keep: np.ndarray):
+        self.fit = rows.fit[keep]
+        self.tolerance = rows.tolerance

@@ -1,0 +1,39 @@
+"""A scalar scale: the serve slice is the expected train slice times one factor (an embedding scaled
+by sqrt(H) on one side, a residual multiplier, a dequantization scale left out)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from alignprobe.compare.explain.base import ExplainRows, scored
+from alignprobe.compare.result import ExplanationFit
+
+
+def known_factor(factor: float, hidden_size: int) -> str:
+    """A name for a factor that is a known constant (within 2%), else ""."""
+    names = {"sqrt(H)": math.sqrt(hidden_size), "1/sqrt(H)": 1 / math.sqrt(hidden_size), "-1": -1.0}
+    for name, value in names.items():
+        if abs(factor / value - 1) < 0.02:
+            return name
+    return ""
+
+
+class ScalarScale:
+    name = "scalar_scale"
+    complexity = 5
+
+    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
+        key = rows.expected[j]
+        if key is None or key not in rows.train:
+            return None
+        a, b = rows.train[key], rows.serve[:, j]
+        den = float(np.sum(a[rows.fit] ** 2))
+        if den <= 0:
+            return None
+        factor = float(np.sum(a[rows.fit] * b[rows.fit]) / den)  # least squares on the fit rows
+        named = known_factor(factor, a.shape[1])
+        return scored(self.name, self.complexity, rows, factor * a, b,
+                      {"factor": factor, "known_as": named, "hf_index": key[0]},
+                      f"serve = {factor:.4g} x train {rows.label(key)}" + (f" ({named})" if named else ""))
