@@ -90,7 +90,7 @@ def request_files(
             try:
                 response = client.post(url, json=body, timeout=timeout)
             except httpx.TimeoutException:
-                raise BadInput(f"{url}: no answer within {timeout:g} s; raise --timeout") from None
+                raise EngineFailed(f"vLLM server {url}: no answer within {timeout:g} s; raise --timeout") from None
             except httpx.TransportError as exc:
                 raise BadInput(f"{url}: cannot reach the vLLM server ({type(exc).__name__}); is it running?") from None
             paths.append(_hidden_states_path(response, url, prompt))
@@ -166,7 +166,8 @@ def _checkpoint_dtype(model_path: str) -> str:
 
 def _hidden_states_path(response: httpx.Response, url: str, prompt: Prompt) -> str:
     if response.status_code >= 400:
-        raise BadInput(f"{url}: HTTP {response.status_code} for sample {prompt.sample_id!r}: {response.text[:200]}")
+        message = " ".join(response.text[:200].split())
+        raise EngineFailed(f"vLLM server {url}: HTTP {response.status_code} for sample {prompt.sample_id!r}: {message}")
     try:
         body: Any = response.json()
     except ValueError:
