@@ -76,6 +76,10 @@ class HttpBackend:
         return ServerFacts()  # neither endpoint: facts stay unknown, the requests will tell
 
     def generate(self, token_ids: list[int], max_new_tokens: int) -> Any:
+        return self.decode(self.request(token_ids, max_new_tokens))
+
+    def request(self, token_ids: list[int], max_new_tokens: int) -> bytes:
+        """Send one /generate and return the answer's bytes, undecoded (the capture decodes them in order)."""
         body = {
             "input_ids": [int(t) for t in token_ids],
             "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0},
@@ -84,10 +88,13 @@ class HttpBackend:
         response = self._send("POST", "/generate", body)
         if response.status_code == 404:
             self._json(response, "/generate")  # says "is this an SGLang server?"
+        return response.content
+
+    def decode(self, content: bytes) -> Any:
         try:
-            return decode_generate(response.content)  # the prefill rows straight into float32 (sglang_decode.py)
+            return decode_generate(content)  # the prefill rows straight into float32 (sglang_decode.py)
         except NotAnAnswer:
-            start = response.text[:60].replace("\n", " ")
+            start = content[:60].decode("utf-8", "replace").replace("\n", " ")
             raise BadInput(f"{self.where}/generate: the answer is not JSON (it starts {start!r})") from None
 
     def close(self) -> None:
