@@ -8,9 +8,12 @@ tokenizer manager copies ``recv_obj.output_hidden_states[i]`` into ``meta_info["
 (managers/scheduler_components/batch_result_processor.py ``_append_prefill_hidden_states``
 slices ``len(req.origin_input_ids)`` rows of the batch's extend rows), then one ``[width]`` vector
 per decoded token. ``meta_info["cached_tokens"]`` counts prompt tokens served from the radix cache,
-whose rows were never computed. ``max_new_tokens: 0`` asks for the prefill alone (SpecForge's
-SGLang engine and SGLang's own tests send it), so element 0 is all we take; the decode elements
-are unreliable under speculative decoding anyway (sgl-project/sglang issue #26163, 2026-05).
+whose rows were never computed. A real SGLang 0.5.23 answers ``max_new_tokens: 0`` with an empty
+list (REAL_ENGINES.md), so the capture asks for one new token and takes element 0 alone; the decode
+elements are unreliable under speculative decoding anyway (sgl-project/sglang issue #26163, 2026-05).
+Which aux layers the rows hold follows the ids the server ran with: its own
+``--return-aux-hidden-state-layer-ids`` (reported in /server_info), else the draft config's, else
+the model defaults.
 
 A backend is anything with ``where``, ``server_info() -> ServerFacts`` and ``generate(token_ids,
 max_new_tokens) -> dict``: the HTTP client (probes/sglang_http.py) and the offline
@@ -19,6 +22,8 @@ max_new_tokens) -> dict``: the HTTP client (probes/sglang_http.py) and the offli
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import dataclasses
 import os
 import time
@@ -48,6 +53,8 @@ STREAM = "hidden_states"  # the contract's one SGLang stream, role drafter_input
 # A server answers a few prompts a second: write a shard at least this often, so kill -9 loses
 # seconds of requests, not the whole token buffer (DumpWriter flushes by size otherwise).
 FLUSH_EVERY_S = 10.0
+DEFAULT_MAX_NEW_TOKENS = 1  # 0 gets no hidden states from a real SGLang 0.5.23
+DEFAULT_IN_FLIGHT = 2  # requests ahead of the writer: the server computes and sends while we decode
 
 
 class SGLangBackend(Protocol):
@@ -56,6 +63,10 @@ class SGLangBackend(Protocol):
     def server_info(self) -> ServerFacts: ...
 
     def generate(self, token_ids: list[int], max_new_tokens: int) -> Any: ...
+
+    # Optional, for backends whose answers are costly to decode (HTTP): ``request`` returns the raw
+    # answer and ``decode`` turns it into what ``generate`` returns; requests then run in threads
+    # while decoding stays in the capture's thread.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +98,8 @@ def capture_from_backend(
     num_layers: int | None = None,
     hidden_size: int | None = None,
     arch: str | None = None,
-    max_new_tokens: int = 0,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    in_flight: int = DEFAULT_IN_FLIGHT,
     sglang_first_id_rule: bool = True,
     resume: bool = False,
     overwrite: bool = False,
@@ -98,6 +110,8 @@ def capture_from_backend(
     """Capture ``prompts`` through ``backend`` into the dump ``out_path``; returns its path."""
     if max_new_tokens not in (0, 1):
         raise BadInput(f"max_new_tokens must be 0 or 1 (a prefill), got {max_new_tokens}")
+    if in_flight < 1:
+        raise BadInput(f"in_flight must be 1 or more, got {in_flight}")
     source = resolve_prompts(prompts)
     if not source.prompts:
         raise BadInput("no prompts to capture")
@@ -108,26 +122,31 @@ def capture_from_backend(
             f"(return_hidden_states_mode={facts.hidden_states_mode or 'off'}): relaunch it with {FLAG_HIDDEN_STATES}"
         )
     model = _model_facts(facts, source, num_layers, hidden_size, arch)
-    ids = list(layer_ids) if layer_ids is not None else draft_aux_layer_ids(facts.draft_model_path)
+    ids, ids_from = _layer_ids(layer_ids, facts)
 
     # The first prompt is asked before the writer opens: its width decides the claim, and on
     # resume the claim must equal the one the partial capture was started with.
     first = source.prompts[0]
-    first_rows = prefill_rows(backend.generate(first.token_ids, max_new_tokens), first, backend.where)
+    first_rows = prefill_rows(backend.generate(first.token_ids, max_new_tokens), first, backend.where, max_new_tokens)
     dtype = exact_dtype(first_rows)
     width = claim_for_width(first_rows.shape[1], model, facts, ids, dtype, sglang_first_id_rule=sglang_first_id_rule)
-    record = _provenance(backend, facts, model, width, max_new_tokens, source, provenance, capture_settings)
+    settings = {"layer_ids_from": ids_from, "in_flight": in_flight, **(capture_settings or {})}
+    record = _provenance(backend, facts, model, width, max_new_tokens, source, provenance, settings)
 
     with DumpWriter(out_path, record, {STREAM: width.claim}, resume=resume, overwrite=overwrite) as writer:
         todo = [p for p in source.prompts if p.sample_id not in writer.done_ids]
         bar = progress_bar(len(source.prompts), len(source.prompts) - len(todo), progress, unit="prompt", desc="capture sglang")
         last_flush = time.monotonic()
+        # Threads only send requests and read answers (socket reads release the GIL); decoding is CPU
+        # work under the GIL, so it stays here, one answer at a time: two threads decoding at once
+        # were slower than one (benchmarks/sglang_capture_throughput.py).
+        request = getattr(backend, "request", backend.generate)
+        decode = getattr(backend, "decode", lambda answer: answer)
+        ask = lambda prompt: request(prompt.token_ids, max_new_tokens)  # noqa: E731
         try:
-            for prompt in todo:
-                if prompt is first:
-                    rows = first_rows
-                else:
-                    rows = prefill_rows(backend.generate(prompt.token_ids, max_new_tokens), prompt, backend.where)
+            for prompt, answer in _in_order(todo, first, ask, in_flight):
+                rows = first_rows if prompt is first else prefill_rows(decode(answer), prompt, backend.where,
+                                                                      max_new_tokens)
                 _check_row(rows, prompt, width, dtype, backend.where)
                 writer.add(prompt.sample_id, prompt.token_ids, {STREAM: rows})
                 bar.update(1)
@@ -139,10 +158,41 @@ def capture_from_backend(
     return os.fspath(out_path)
 
 
+def _in_order(todo, first, ask, in_flight):
+    """``(prompt, answer)`` in prompt order, with up to ``in_flight`` requests asked ahead in threads.
+
+    The threads overlap the server's compute and the transfer of the next answers with the decoding
+    and writing of this one. An error stops the capture at the first failing prompt in order; the
+    requests still in flight are cancelled or drained. ``first`` was asked already: its answer is None.
+    """
+    with concurrent.futures.ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="sglang-request") as pool:
+        pending: collections.deque = collections.deque()
+        prompts = iter(todo)
+
+        def refill():
+            while len(pending) < in_flight:
+                prompt = next(prompts, None)
+                if prompt is None:
+                    return
+                pending.append((prompt, None if prompt is first else pool.submit(ask, prompt)))
+
+        try:
+            refill()
+            while pending:
+                prompt, future = pending.popleft()
+                answer = None if future is None else future.result()
+                refill()
+                yield prompt, answer
+        finally:
+            for _, future in pending:
+                if future is not None:
+                    future.cancel()
+
+
 # -- one response --------------------------------------------------------------------------------
 
 
-def prefill_rows(response: Any, prompt: Prompt, where: str) -> np.ndarray:
+def prefill_rows(response: Any, prompt: Prompt, where: str, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> np.ndarray:
     """The prefill element of ``meta_info["hidden_states"]`` as float32 ``[len(prompt), width]``."""
     if isinstance(response, list) and len(response) == 1:
         response = response[0]  # a batch of one
@@ -153,7 +203,16 @@ def prefill_rows(response: Any, prompt: Prompt, where: str) -> np.ndarray:
     if states is None:
         raise BadInput(f"{where}: the server returned no hidden states; relaunch it with {FLAG_HIDDEN_STATES}")
     if not isinstance(states, (list, tuple)) or len(states) == 0:
+        if max_new_tokens == 0:
+            raise BadInput(
+                f"{where}: meta_info.hidden_states is empty for sample {prompt.sample_id!r}: asked for 0 new tokens, "
+                "the server returns no hidden states at all (SGLang 0.5.23 does); capture with --max-new-tokens 1"
+            )
         raise BadInput(f"{where}: meta_info.hidden_states is empty for sample {prompt.sample_id!r}")
+    if states[0] is None:
+        raise BadInput(
+            f"{where}: meta_info.hidden_states[0] of sample {prompt.sample_id!r} is not a [tokens][width] list of numbers"
+        )
     try:
         rows = np.asarray(_as_numbers(states[0]), dtype=np.float32)
     except (ValueError, TypeError):
@@ -222,6 +281,24 @@ _NARROWER_OR_SAME = {"bfloat16": ("bfloat16",), "float16": ("bfloat16", "float16
 
 
 # -- facts ---------------------------------------------------------------------------------------
+
+
+def _layer_ids(given: Sequence[int] | None, facts: ServerFacts) -> tuple[list[int] | None, str]:
+    """The SGLang aux ids the rows were captured with, and where that came from.
+
+    The server's own ``--return-aux-hidden-state-layer-ids`` are what ran: they win over ids the user
+    believes, which are recorded in provenance instead. The draft config's ids are what the model
+    runner reads otherwise; None means SGLang's model defaults (no +1 on those).
+    """
+    if facts.aux_layer_ids is not None:
+        note = "" if given is None or list(given) == facts.aux_layer_ids else f" (--layer-ids {list(given)} ignored)"
+        return list(facts.aux_layer_ids), "the server's --return-aux-hidden-state-layer-ids" + note
+    if given is not None:
+        return list(given), "--layer-ids"
+    from_draft = draft_aux_layer_ids(facts.draft_model_path)
+    if from_draft is not None:
+        return from_draft, f"{facts.draft_model_path}/config.json eagle_config"
+    return None, "the model's defaults (no explicit ids)"
 
 
 def _model_facts(facts: ServerFacts, source: PromptSource, num_layers, hidden_size, arch) -> ModelFacts:

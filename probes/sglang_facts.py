@@ -10,8 +10,9 @@ disable_radix_cache, chunked_prefill_size.
 Aux capture (conventions.SOURCES["sglang_aux_switch"]) is on only under ``--speculative-algorithm
 EAGLE3`` (or DFLASH/DSPARK): then ``meta_info["hidden_states"]`` rows are the concatenation of the
 aux states, k*H wide, in ascending layer order (the capture loop appends in layer order). Otherwise
-they are the post-norm final state, H wide. The aux ids come from the draft model's config.json,
-``eagle_config.eagle_aux_hidden_state_layer_ids``; without them the target model's defaults apply.
+they are the post-norm final state, H wide. The aux ids are the server's own ``--return-aux-hidden-state-layer-ids`` (0.5.23: with
+``--enable-return-aux-hidden-states``, capture without a draft), else the draft model's config.json
+``eagle_config.eagle_aux_hidden_state_layer_ids``; without either the target model's defaults apply.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ class ServerFacts:
     hidden_states_mode: str = ""  # "full", "last" or "" (off / not reported)
     radix_cache: bool | None = None  # None: not reported
     chunked_prefill_size: int | None = None
+    # --enable-return-aux-hidden-states (0.5.23): aux capture without a draft; the server resets
+    # speculative_algorithm to None and keeps the convention in aux_hidden_state_capture ("eagle3").
+    aux_capture: str = ""
+    aux_layer_ids: list[int] | None = None  # --return-aux-hidden-state-layer-ids, as the server ran with them
     endpoint: str = ""
     raw: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -63,6 +68,8 @@ class ServerFacts:
             hidden_states_mode=str(mode or ""),
             radix_cache=None if radix is None else not bool(radix),
             chunked_prefill_size=int(chunk) if isinstance(chunk, int) and not isinstance(chunk, bool) else None,
+            aux_capture=str(info.get("aux_hidden_state_capture") or "").upper(),
+            aux_layer_ids=_int_list(info.get("return_aux_hidden_state_layer_ids")),
             endpoint=endpoint,
             raw=info,
         )
@@ -76,7 +83,7 @@ class ServerFacts:
 
     @property
     def aux_capture_expected(self) -> bool:
-        return self.speculative_algorithm in AUX_ALGORITHMS
+        return self.speculative_algorithm in AUX_ALGORITHMS or self.aux_capture in AUX_ALGORITHMS
 
     def full_row_risks(self) -> list[str]:
         """Server settings under which a prefill can come back with fewer rows than the prompt."""
@@ -89,6 +96,12 @@ class ServerFacts:
 
     def summary(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "raw"}
+
+
+def _int_list(value: Any) -> list[int] | None:
+    if isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        return [int(i) for i in value]
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +181,7 @@ def claim_for_width(
             "check --hidden-size (or the model's config.json) matches the served model"
         )
     k = width // h
-    algo = facts.speculative_algorithm or "none"
+    algo = facts.speculative_algorithm or (f"none, aux capture {facts.aux_capture}" if facts.aux_capture else "none")
     if k == 1:
         why = (
             "although the server reports EAGLE3: check the draft config's use_aux_hidden_state"

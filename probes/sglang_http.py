@@ -22,7 +22,8 @@ import httpx
 
 from alignprobe.errors import BadInput, first_line
 from alignprobe.probes.prompts import Prompt
-from alignprobe.probes.sglang_capture import capture_from_backend
+from alignprobe.probes.sglang_capture import DEFAULT_IN_FLIGHT, DEFAULT_MAX_NEW_TOKENS, capture_from_backend
+from alignprobe.probes.sglang_decode import NotAnAnswer, decode_generate
 from alignprobe.probes.sglang_facts import FLAG_HIDDEN_STATES, ServerFacts
 
 DEFAULT_TIMEOUT = 120.0  # seconds for one /generate: a long prompt's prefill with a cold server
@@ -75,13 +76,26 @@ class HttpBackend:
         return ServerFacts()  # neither endpoint: facts stay unknown, the requests will tell
 
     def generate(self, token_ids: list[int], max_new_tokens: int) -> Any:
+        return self.decode(self.request(token_ids, max_new_tokens))
+
+    def request(self, token_ids: list[int], max_new_tokens: int) -> bytes:
+        """Send one /generate and return the answer's bytes, undecoded (the capture decodes them in order)."""
         body = {
             "input_ids": [int(t) for t in token_ids],
             "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0},
             "return_hidden_states": True,
         }
         response = self._send("POST", "/generate", body)
-        return self._json(response, "/generate")
+        if response.status_code == 404:
+            self._json(response, "/generate")  # says "is this an SGLang server?"
+        return response.content
+
+    def decode(self, content: bytes) -> Any:
+        try:
+            return decode_generate(content)  # the prefill rows straight into float32 (sglang_decode.py)
+        except NotAnAnswer:
+            start = content[:60].decode("utf-8", "replace").replace("\n", " ")
+            raise BadInput(f"{self.where}/generate: the answer is not JSON (it starts {start!r})") from None
 
     def close(self) -> None:
         if self._owns_client:
@@ -149,7 +163,8 @@ def capture_sglang(
     num_layers: int | None = None,
     hidden_size: int | None = None,
     arch: str | None = None,
-    max_new_tokens: int = 0,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    in_flight: int = DEFAULT_IN_FLIGHT,
     sglang_first_id_rule: bool = True,
     resume: bool = False,
     overwrite: bool = False,
@@ -164,6 +179,9 @@ def capture_sglang(
     the target model's shape and family when its config.json is not local (a dump given as
     ``prompts`` also supplies the shape). ``timeout``: seconds for one request; ``retries``: extra
     attempts after a connection error, timeout or 5xx, ``backoff`` seconds apart at first, doubling.
+    ``in_flight``: requests kept in flight, so the server computes and sends the next answers while
+    this process decodes the last. ``max_new_tokens``: 1 by default, since a real SGLang 0.5.23
+    returns no hidden states at all for 0.
     """
     backend = HttpBackend(base_url, client=client, timeout=timeout, retries=retries, backoff=backoff)
     try:
@@ -176,6 +194,7 @@ def capture_sglang(
             hidden_size=hidden_size,
             arch=arch,
             max_new_tokens=max_new_tokens,
+            in_flight=in_flight,
             sglang_first_id_rule=sglang_first_id_rule,
             resume=resume,
             overwrite=overwrite,

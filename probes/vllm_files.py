@@ -31,7 +31,7 @@ from alignprobe.probes.progress import progress_bar
 from alignprobe.conventions import map_layer_ids
 from alignprobe.dump import DumpWriter, Provenance, StreamClaim
 from alignprobe.dump.encoding import dtype_name
-from alignprobe.dump.schema import FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL
+from alignprobe.dump.schema import FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL, ROLE_LAYERS
 from alignprobe.errors import BadInput, first_line
 from alignprobe.probes.dump_prompts import prompts_from_dump
 from alignprobe.probes.prompts import Prompt, content_ids
@@ -83,12 +83,25 @@ def read_states(path: str, num_tokens: int, num_ids: int) -> torch.Tensor:
     return states
 
 
-def stream_claims(layer_ids: Sequence[int], num_layers: int, hidden_size: int, dtype: str) -> tuple[dict, list]:
-    """The dump streams for ids in vLLM numbering, and for each its slice positions in the L axis."""
+def stream_claims(layer_ids: Sequence[int], num_layers: int, hidden_size: int, dtype: str,
+                  role: str = "auto") -> tuple[dict, list]:
+    """The dump streams for ids in vLLM numbering, and for each its slice positions in the L axis.
+
+    ``role``: ``drafter_input`` splits the ids into ``aux`` (what the drafter's fc reads) and
+    ``final`` (id N); ``layers`` keeps them as one investigation stack, compared slice by slice with
+    the same HF index on the train side; ``auto`` picks ``layers`` for an all-layer capture (every id
+    1..N-1 present), since no EAGLE-3 drafter reads N-1 states and judging it as one is a width FAIL.
+    """
     mapping = map_layer_ids("vllm", layer_ids, num_layers)
-    order = sorted(mapping.hf_indices)  # vLLM appends aux states in layer order
-    if len(set(order)) != len(order):
-        raise BadInput(f"layer ids {list(layer_ids)} repeat an id")
+    order = sorted(set(mapping.hf_indices))  # vLLM stores sorted(set(ids)): layer order, repeats dropped
+    if role == "auto":
+        role = ROLE_LAYERS if is_all_layers(order, num_layers) else ROLE_DRAFTER_INPUT
+    if role not in (ROLE_DRAFTER_INPUT, ROLE_LAYERS):
+        raise BadInput(f"stream role {role!r}: give auto, drafter_input or layers")
+    if role == ROLE_LAYERS:
+        note = f"vLLM extract_hidden_states ids {order} as a layer stack: {mapping.rule}"
+        claim = StreamClaim(order, hidden_size, num_layers, dtype, FINAL_NORM_PRE, ROLE_LAYERS, note)
+        return {"layers": claim}, [("layers", list(range(len(order))))]
     aux = [i for i in order if i != num_layers]
     streams: dict[str, StreamClaim] = {}
     slices: list[tuple[str, list[int]]] = []
@@ -103,6 +116,10 @@ def stream_claims(layer_ids: Sequence[int], num_layers: int, hidden_size: int, d
     return streams, slices
 
 
+def is_all_layers(hf_indices: Sequence[int], num_layers: int) -> bool:
+    return num_layers > 2 and set(range(1, num_layers)) <= set(hf_indices)
+
+
 def capture_vllm_files(
     from_dir: str | os.PathLike | Sequence[str],
     out_path: str | os.PathLike,
@@ -111,6 +128,7 @@ def capture_vllm_files(
     num_layers: int | None = None,
     tokens_from: str | os.PathLike | None = None,
     prompts: Sequence[Prompt] | None = None,
+    stream_role: str = "auto",
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
@@ -131,24 +149,24 @@ def capture_vllm_files(
     if not n:
         raise BadInput("the model's layer count is unknown: pass --num-layers (or --tokens-from a dump of the model)")
     entries = [VllmFile(path, read_tokens(path)) for path in files]
-    if prompts is not None:
-        sample_ids = _sample_ids(entries, prompts, "the prompts sent")
-    elif dump_tokens is not None:
-        sample_ids = _sample_ids(entries, dump_tokens.prompts, os.fspath(tokens_from))
+    skipped = 0
+    if prompts is not None or dump_tokens is not None:
+        reference, label = (prompts, "the prompts sent") if prompts is not None else (dump_tokens.prompts, os.fspath(tokens_from))
+        entries, sample_ids, skipped = _match_prompts(entries, reference, label)
     else:
         sample_ids = content_ids([e.token_ids for e in entries])
 
-    first = read_states(entries[0].path, len(entries[0].token_ids), len(layer_ids))
+    first = read_states(entries[0].path, len(entries[0].token_ids), len(set(layer_ids)))
     dtype = dtype_name(first)
-    streams, slices = stream_claims(layer_ids, int(n), int(first.shape[2]), dtype)
-    record = _provenance(files, layer_ids, n, streams, tokens_from, provenance)
+    streams, slices = stream_claims(layer_ids, int(n), int(first.shape[2]), dtype, stream_role)
+    record = _provenance(files, layer_ids, n, streams, tokens_from, provenance, skipped)
 
     with DumpWriter(out_path, record, streams, resume=resume, overwrite=overwrite) as writer:
         todo = [(sid, e) for sid, e in zip(sample_ids, entries) if sid not in writer.done_ids]
         bar = progress_bar(len(entries), len(entries) - len(todo), progress, unit="file", desc="capture vllm")
         try:
             for sid, entry in todo:
-                states = read_states(entry.path, len(entry.token_ids), len(layer_ids))
+                states = read_states(entry.path, len(entry.token_ids), len(set(layer_ids)))
                 if states.shape[2] != first.shape[2] or states.dtype != first.dtype:
                     raise BadInput(
                         f"{entry.path}: hidden_states is [.., {states.shape[2]}] {states.dtype}, the first file was "
@@ -166,20 +184,27 @@ def _flatten(states: torch.Tensor, positions: list[int]) -> torch.Tensor:
     return states[:, positions, :].reshape(states.shape[0], -1)
 
 
-def _sample_ids(entries: list[VllmFile], reference: Sequence[Prompt], label: str) -> list[str]:
+def _match_prompts(entries: list[VllmFile], reference: Sequence[Prompt], label: str):
+    """The files whose tokens are a prompt of ``reference``, their sample ids, and how many were skipped.
+
+    A live server's storage folder also holds other clients' requests: a file whose tokens match no
+    (remaining) prompt is skipped and counted, not an error. None matching at all is one.
+    """
     by_tokens: dict[tuple[int, ...], collections.deque] = collections.defaultdict(collections.deque)
     for prompt in reference:
         by_tokens[tuple(prompt.token_ids)].append(prompt.sample_id)
-    ids = []
+    kept, ids = [], []
     for entry in entries:
         queue = by_tokens.get(tuple(entry.token_ids))
-        if not queue:
-            raise BadInput(
-                f"{entry.path}: its {len(entry.token_ids)} token ids match no (remaining) sample of {label}; "
-                "capture the same prompts on both sides (prompt tokens only: no include_output_tokens)"
-            )
-        ids.append(queue.popleft())
-    return ids
+        if queue:
+            kept.append(entry)
+            ids.append(queue.popleft())
+    if not kept:
+        raise BadInput(
+            f"none of the {len(entries)} files holds the token ids of a sample of {label}: capture the same "
+            "prompts on both sides (prompt tokens only: no include_output_tokens)"
+        )
+    return kept, ids, len(entries) - len(kept)
 
 
 class _SafeFile:
@@ -234,10 +259,11 @@ def _check_keys(f, path: str) -> None:
         )
 
 
-def _provenance(files, layer_ids, n, streams, tokens_from, given) -> Provenance:
+def _provenance(files, layer_ids, n, streams, tokens_from, given, skipped) -> Provenance:
     capture = {
         "from": os.path.dirname(os.path.abspath(files[0])),
         "files": len(files),
+        "files_skipped_no_matching_prompt": skipped,
         "layer_ids": [int(i) for i in layer_ids],
         "num_layers": int(n),
         "streams": {name: list(c.hf_indices) for name, c in streams.items()},

@@ -55,6 +55,10 @@ class FakeOptions:
     legacy_info_only: bool = False  # an older server: /get_server_info only
     version: str = "0.5.23"
     quantization: str | None = None
+    # --enable-return-aux-hidden-states --speculative-algorithm EAGLE3 [--return-aux-hidden-state-layer-ids ...]
+    # (0.5.23): aux capture without a draft; the server then reports speculative_algorithm None.
+    aux_capture_only: bool = False
+    aux_capture_ids: list[int] | None = None
 
 
 class FakeSGLang:
@@ -101,9 +105,11 @@ class FakeSGLang:
 
     def layers_to_capture(self) -> list[int] | None:
         """SGLang's model.layers_to_capture, or None when aux capture is off."""
-        if self.options.speculative_algorithm != "EAGLE3":
+        capture_only = self.options.aux_capture_only
+        if self.options.speculative_algorithm != "EAGLE3" and not capture_only:
             return None
-        n, ids = self.num_layers, self.options.draft_layer_ids
+        n = self.num_layers
+        ids = self.options.aux_capture_ids if capture_only else self.options.draft_layer_ids
         if ids is None:
             return [2, n // 2, n - 3]
         if self.model.config.model_type in DEEPSEEK and ids[0] != 1:
@@ -156,7 +162,9 @@ class FakeSGLang:
             "e2e_latency": 0.001,
         }
         output_ids: list[int] = []
-        if body.get("return_hidden_states"):
+        if body.get("return_hidden_states") and max_new == 0:
+            meta["hidden_states"] = []  # what a real 0.5.23 answers (REAL_ENGINES.md): no prefill rows either
+        elif body.get("return_hidden_states"):
             hidden = [rows[start:].float().tolist()]
             seq = list(ids)
             for step in range(max_new):
@@ -192,7 +200,10 @@ class FakeSGLang:
             "tokenizer_path": self.model_path,
             "dtype": "bfloat16" if o.bfloat16 else "float32",
             "quantization": o.quantization,
-            "speculative_algorithm": o.speculative_algorithm,
+            "speculative_algorithm": None if o.aux_capture_only else o.speculative_algorithm,
+            "enable_return_aux_hidden_states": o.aux_capture_only,
+            "aux_hidden_state_capture": "eagle3" if o.aux_capture_only else None,
+            "return_aux_hidden_state_layer_ids": o.aux_capture_ids,
             "speculative_draft_model_path": self.draft_path or None,
             "enable_return_hidden_states": o.hidden_states_enabled,
             "return_hidden_states_mode": "full" if o.hidden_states_enabled else None,

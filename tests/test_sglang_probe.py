@@ -157,6 +157,37 @@ def test_deepseek_first_id_rule(tmp_path, prompts):
             np.testing.assert_allclose(serve.states(short[0].sample_id, "hidden_states"), ref, atol=1e-5)
 
 
+def test_zero_new_tokens_gets_no_rows_from_a_real_server_and_says_so(model, train_dump, tmp_path):
+    # a real SGLang 0.5.23 answers max_new_tokens 0 with hidden_states [] (the default is now 1)
+    with FakeSGLang(model, tmp_path, FakeOptions(speculative_algorithm="EAGLE3")) as server:
+        with pytest.raises(BadInput, match="asked for 0 new tokens.*--max-new-tokens 1"):
+            _capture(server, train_dump, tmp_path / "zero.h5", max_new_tokens=0)
+        out = _capture(server, train_dump, tmp_path / "default.h5")
+    _assert_matches_train(out, train_dump, [2, 4, 5])
+
+
+@pytest.mark.parametrize("server_ids, expected", [(None, [2, 4, 5]), ([1, 3, 4], [2, 4, 5]), ([2, 4, 5], [3, 5, 6])])
+def test_claims_follow_the_ids_the_server_ran_with(model, train_dump, tmp_path, server_ids, expected):
+    # --enable-return-aux-hidden-states: the server's own ids (reported in /server_info) are what ran;
+    # explicit ones get +1 on llama, the defaults do not. Ids the user believes otherwise are recorded.
+    options = FakeOptions(speculative_algorithm="EAGLE3", aux_capture_only=True, aux_capture_ids=server_ids)
+    with FakeSGLang(model, tmp_path, options) as server:
+        out = _capture(server, train_dump, tmp_path / "serve.h5", layer_ids=[7, 7, 7] if server_ids else None)
+    _assert_matches_train(out, train_dump, expected)
+    with open_dump(out) as dump:
+        ids_from = dump.provenance.capture["layer_ids_from"]
+    assert ("--return-aux-hidden-state-layer-ids" in ids_from) == (server_ids is not None)
+    if server_ids:
+        assert "--layer-ids [7, 7, 7] ignored" in ids_from
+
+
+def test_requests_in_flight_keep_prompt_order(model, prompts, train_dump, tmp_path):
+    options = FakeOptions(speculative_algorithm="EAGLE3", slow_first=2, delay_s=0.3)  # the first answers come last
+    with FakeSGLang(model, tmp_path, options) as server:
+        out = _capture(server, train_dump, tmp_path / "serve.h5", in_flight=4)
+    _assert_matches_train(out, train_dump, [2, 4, 5])
+
+
 def test_legacy_server_info_endpoint_and_max_new_tokens_one(model, train_dump, tmp_path):
     with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3", legacy_info_only=True)) as server:
         out = _capture(server, train_dump, tmp_path / "serve.h5", max_new_tokens=1)

@@ -164,9 +164,49 @@ def test_tokens_that_match_no_reference_sample(model, train_dump, tmp_path):
     folder = tmp_path / "other"
     folder.mkdir()
     write_request(model, folder, 0, [5, 6, 7, 8], SPECULATORS_IDS)
-    with pytest.raises(BadInput, match="match no \\(remaining\\) sample"):
+    with pytest.raises(BadInput, match="none of the 1 files holds the token ids of a sample"):
         capture_vllm_files(str(folder), tmp_path / "s.h5", layer_ids=SPECULATORS_IDS, tokens_from=train_dump,
                            progress=False)
+
+
+def test_files_of_other_requests_are_skipped_and_counted(model, prompts, train_dump, tmp_path):
+    # A live server's storage folder holds other clients' requests too (a real run aborted on one).
+    folder = tmp_path / "live"
+    folder.mkdir()
+    for i, prompt in enumerate(prompts):
+        write_request(model, folder, i, prompt.token_ids, SPECULATORS_IDS)
+    write_request(model, folder, 99, [5, 6, 7, 8], SPECULATORS_IDS)
+    out = capture_vllm_files(str(folder), tmp_path / "s.h5", layer_ids=SPECULATORS_IDS, tokens_from=train_dump,
+                             progress=False)
+    with open_dump(out) as dump:
+        assert dump.num_samples == len(prompts)
+        assert dump.provenance.capture["files_skipped_no_matching_prompt"] == 1
+    result = CliRunner().invoke(cli, ["capture", "vllm", "--from-dir", str(folder), "--layer-ids", "2,4,5,8",
+                                      "--tokens-from", str(train_dump), "--out", str(tmp_path / "c.h5"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "skipped 1 files whose tokens match no prompt" in result.output
+
+
+def test_an_all_layer_capture_is_a_layer_stack_that_passes(model, prompts, train_dump, tmp_path):
+    # ids 0..N: no drafter reads N+1 states, so judging them as the drafter input was a width FAIL.
+    from alignprobe.compare.compare import compare
+
+    every = list(range(N + 1))
+    folder = tmp_path / "all"
+    folder.mkdir()
+    for i, prompt in enumerate(prompts):
+        write_request(model, folder, i, prompt.token_ids, every, dtype=torch.float32)
+    out = capture_vllm_files(str(folder), tmp_path / "s.h5", layer_ids=every, tokens_from=train_dump, progress=False)
+    with open_dump(out) as dump:
+        assert list(dump.streams) == ["layers"]
+        assert dump.streams["layers"].role == "layers"
+        assert list(dump.streams["layers"].hf_indices) == every
+    result = compare(train_dump, out)
+    assert result.verdict == "PASS", [f.code for f in result.findings]
+    forced = capture_vllm_files(str(folder), tmp_path / "d.h5", layer_ids=every, tokens_from=train_dump,
+                                stream_role="drafter_input", progress=False)
+    with open_dump(forced) as dump:
+        assert set(dump.streams) == {"aux", "final"}
 
 
 def test_unknown_layer_count(vllm_dir, tmp_path):
@@ -187,7 +227,9 @@ def test_file_still_being_written(model, tmp_path):
 # -- driving a server ------------------------------------------------------------------------------
 
 
-def test_server_flags_match_the_speculators_launcher():
+def test_server_flags_match_the_speculators_launcher_with_a_cpu_safe_connector():
+    # speculators' launcher flags, except the connector: alignprobe's subclass of vLLM's, loaded by
+    # module path (the stock one dies on a CPU-only machine at its pinned-memory copy).
     flags = server_flags([2, 4, 5, 8], "/data/hs")
     assert flags[0] == "--speculative-config" and flags[2] == "--kv-transfer-config"
     assert json.loads(flags[1]) == {
@@ -196,7 +238,8 @@ def test_server_flags_match_the_speculators_launcher():
         "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [2, 4, 5, 8]}},
     }
     assert json.loads(flags[3]) == {
-        "kv_connector": "ExampleHiddenStatesConnector",
+        "kv_connector": "CpuSafeHiddenStatesConnector",
+        "kv_connector_module_path": "alignprobe_vllm_connector",
         "kv_role": "kv_producer",
         "kv_connector_extra_config": {"shared_storage_path": "/data/hs"},
     }

@@ -22,8 +22,14 @@ from alignprobe.errors import BadInput
 @click.option("--num-layers", default=None, type=int, help="Target decoder layers N if its config.json is not local.")
 @click.option("--hidden-size", default=None, type=int, help="Target hidden size H if its config.json is not local.")
 @click.option("--arch", default=None, help="Target model_type (llama, deepseek_v3, kimi_k2...) if not local.")
-@click.option("--max-new-tokens", default=0, show_default=True, type=click.IntRange(0, 1),
-              help="0 asks for the prefill alone; use 1 for servers that refuse 0.")
+@click.option("--max-new-tokens", default=1, show_default=True, type=click.IntRange(0, 1),
+              help="New tokens to ask for; the prompt's rows are taken either way (SGLang 0.5.23 returns none for 0).")
+@click.option("--in-flight", default=2, show_default=True, type=click.IntRange(1, 64),
+              help="Requests kept in flight, so the server works while the last answer is decoded.")
+@click.option("--engine-python", default=None, type=click.Path(),
+              help="With --engine-model: the Python of SGLang's venv [default: this one].")
+@click.option("--engine-arg", "engine_args", multiple=True, metavar="KEY=VALUE",
+              help="With --engine-model: a sglang.Engine keyword, e.g. device=cpu or dtype=float32 (repeatable).")
 @click.option("--old-deepseek-rule", is_flag=True,
               help="SGLang before PR #25454 (2026-05): deepseek_v2 added +1 to every explicit id.")
 @click.option("--timeout", default=120.0, show_default=True, type=float, help="Seconds for one request.")
@@ -32,7 +38,8 @@ from alignprobe.errors import BadInput
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def capture_sglang_command(url, engine_model, tokens_from, prompts_path, out_path, layer_ids, num_layers, hidden_size,
-                           arch, max_new_tokens, old_deepseek_rule, timeout, retries, resume, force, quiet) -> None:
+                           arch, max_new_tokens, in_flight, engine_python, engine_args, old_deepseek_rule, timeout,
+                           retries, resume, force, quiet) -> None:
     """Capture what SGLang feeds the drafter: /generate with return_hidden_states, prefill only."""
     from alignprobe.dump import open_dump
 
@@ -47,15 +54,19 @@ def capture_sglang_command(url, engine_model, tokens_from, prompts_path, out_pat
         layer_ids=ids, num_layers=num_layers, hidden_size=hidden_size, arch=arch, max_new_tokens=max_new_tokens,
         sglang_first_id_rule=not old_deepseek_rule, resume=resume, overwrite=force, progress=not quiet,
     )
+    if url is not None and (engine_python or engine_args):
+        raise BadInput("--engine-python and --engine-arg go with --engine-model, not --url")
     prompts = tokens_from or prompts_path
     if url is not None:
         from alignprobe.probes.sglang_http import capture_sglang
 
-        path = capture_sglang(url, prompts, out_path, timeout=timeout, retries=retries, **options)
+        path = capture_sglang(url, prompts, out_path, timeout=timeout, retries=retries, in_flight=in_flight, **options)
     else:
+        from alignprobe.cli.engine_args import parse_engine_args
         from alignprobe.probes.sglang_engine import capture_sglang_engine
 
-        path = capture_sglang_engine(engine_model, prompts, out_path, **options)
+        path = capture_sglang_engine(engine_model, prompts, out_path, python=engine_python,
+                                     engine_kwargs=parse_engine_args(engine_args), **options)
     with open_dump(path) as dump:
         claim = dump.streams["hidden_states"]
         means = dump.provenance.capture.get("width_means", "")

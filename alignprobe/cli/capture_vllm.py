@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from alignprobe.cli.capture import capture, parse_layer_list
+from alignprobe.cli.engine_args import parse_engine_args
 from alignprobe.errors import BadInput
 
 
@@ -14,7 +15,7 @@ from alignprobe.errors import BadInput
 @click.option("--url", default=None, help="Or a running vLLM server to send the prompts to, e.g. http://127.0.0.1:8000.")
 @click.option("--model", "served_model", default=None, help="With --url: the served model name.")
 @click.option("--offline-model", default=None, type=click.Path(),
-              help="Or run vllm.LLM in this process on this model (needs vllm and a GPU).")
+              help="Or run vllm.LLM on this model (in --engine-python; CPU or GPU).")
 @click.option("--storage-dir", default=None, type=click.Path(), help="With --offline-model: where vLLM writes its files.")
 @click.option("--layer-ids", required=True,
               help="The eagle_aux_hidden_state_layer_ids vLLM ran with (vLLM numbering), e.g. 2,30,58,61.")
@@ -24,12 +25,24 @@ from alignprobe.errors import BadInput
 @click.option("--prompts", "prompts_path", default=None, type=click.Path(),
               help="With --url/--offline-model and no --tokens-from: a JSONL of input_ids lines.")
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
+@click.option("--engine-python", default=None, type=click.Path(),
+              help="With --offline-model: the Python of vLLM's venv [default: this one].")
+@click.option("--dtype", default=None, help="With --offline-model: the dtype vLLM runs in [default: the checkpoint's].")
+@click.option("--max-model-len", default=None, type=int, help="With --offline-model: vLLM's max_model_len.")
+@click.option("--enforce-eager", is_flag=True, help="With --offline-model: no torch.compile / graphs (starts faster).")
+@click.option("--engine-arg", "engine_args", multiple=True, metavar="KEY=VALUE",
+              help="With --offline-model: any other vllm.LLM keyword, e.g. seed=0 (repeatable).")
+@click.option("--stream-role", default="auto", show_default=True,
+              type=click.Choice(["auto", "drafter_input", "layers"]),
+              help="drafter_input: aux + final streams; layers: one stack compared index by index "
+                   "(auto: layers when every layer 1..N-1 is captured).")
 @click.option("--timeout", default=120.0, show_default=True, type=float, help="Seconds for one request (--url).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir, layer_ids, num_layers, tokens_from,
-                         prompts_path, out_path, timeout, resume, force, quiet) -> None:
+                         prompts_path, out_path, engine_python, dtype, max_model_len, enforce_eager, engine_args,
+                         stream_role, timeout, resume, force, quiet) -> None:
     """Capture what vLLM's extract_hidden_states writes: [S, L, H] per request, split into aux and final."""
     from alignprobe.dump import open_dump
     from alignprobe.probes.vllm_files import capture_vllm_files
@@ -39,7 +52,13 @@ def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir
     ids = parse_layer_list(layer_ids, "--layer-ids")
     if isinstance(ids, str) or not ids:
         raise BadInput("--layer-ids takes the ids vLLM ran with, e.g. 2,30,58,61")
-    source, prompts = from_dir, None
+    options = parse_engine_args(engine_args)
+    options.update({k: v for k, v in (("dtype", dtype), ("max_model_len", max_model_len)) if v is not None})
+    if enforce_eager:
+        options["enforce_eager"] = True
+    if offline_model is None and (options or engine_python):
+        raise BadInput("--engine-python, --dtype, --max-model-len, --enforce-eager and --engine-arg go with --offline-model")
+    source, prompts, provenance = from_dir, None, None
     if from_dir is None:
         prompts = _prompts(tokens_from, prompts_path)
         if url is not None:
@@ -53,12 +72,21 @@ def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir
 
             if not storage_dir:
                 raise BadInput("--offline-model needs --storage-dir, where vLLM writes its files")
-            source = generate_offline(offline_model, prompts, ids, storage_dir)
+            run = generate_offline(offline_model, prompts, ids, storage_dir, python=engine_python, engine_options=options)
+            source = run.paths
+            provenance = {"model": offline_model, "dtype": run.dtype, "engine_version": run.vllm_version,
+                          "capture": {"engine_options": run.engine_options, "engine_start_s": round(run.start_s, 2),
+                                      "engine_generate_s": round(run.generate_s, 3)}}
+        if url is not None:
+            provenance = {"model": served_model, "capture": {"server": url}}
     path = capture_vllm_files(source, out_path, layer_ids=ids, num_layers=num_layers, tokens_from=tokens_from,
-                              prompts=prompts, resume=resume, overwrite=force, progress=not quiet)
+                              prompts=prompts, stream_role=stream_role, resume=resume, overwrite=force,
+                              progress=not quiet, provenance=provenance)
     with open_dump(path) as dump:
         parts = ", ".join(f"{name} HF{list(c.hf_indices)}" for name, c in dump.streams.items())
-        click.echo(f"wrote {path} ({dump.num_samples} samples): {parts}")
+        skipped = dump.provenance.capture.get("files_skipped_no_matching_prompt") or 0
+        note = f"; skipped {skipped} files whose tokens match no prompt" if skipped else ""
+        click.echo(f"wrote {path} ({dump.num_samples} samples): {parts}{note}")
 
 
 def _prompts(tokens_from, prompts_path):
