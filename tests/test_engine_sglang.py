@@ -140,3 +140,4 @@ def test_offline_engine_explicit_ids_pass_bf16_and_name_the_dtype_against_fp32(s
     assert best_match(table) == [f"HF[{i}]" for i in DEFAULT_HF]
     assert same.verdict == "PASS", [(f.code, f.title) for f in same.findings]
     assert other.verdict != "FAIL", [(f.code, f.title) for f in other.findings]  # bf16 vs fp32: named, not a FAIL
+    assert other.finding("dtype_mismatch") is not None, [(f.code, f.title) for f in other.findings]

@@ -10,7 +10,7 @@ numerics), with one fault planted:
     offset_plus1       aux taps one layer deeper, claimed as SGLang's +1 on explicit ids says
     offset_minus1      aux taps one layer shallower, claiming the training indices
     wrong_taps         aux taps HF[1], HF[N//2], HF[N-2]: not a constant shift
-    final_norm_swap    aux right, plus a final stream holding the PRE-norm state (vLLM layout)
+    final_norm_swap    aux right, plus a final stream holding the PRE-norm state (vLLM layout): passes
     token_shift        every sample lacks its first 2 tokens (a prefix-cache hit)
     scale_50x          aux multiplied by 50
     int4               aux from the model with INT4 weight-only fake quantization (group 128)
@@ -63,7 +63,7 @@ EXPECTED = {
     "offset_plus1": "layer_offset",
     "offset_minus1": "layer_offset",
     "wrong_taps": "wrong_taps",
-    "final_norm_swap": "final_norm_mismatch",
+    "final_norm_swap": None,  # the vLLM layout is correct: its pre-norm final pairs with capture hf's pre-norm one
     "token_shift": "token_shift",
     "scale_50x": "scale_mismatch",
     "int4": "numeric_drift",
