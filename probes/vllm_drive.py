@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import httpx
 
 from alignprobe.errors import BadInput
+from alignprobe.safe_json import loads_json
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.vllm_files import is_locked
 
@@ -104,18 +105,19 @@ def generate_offline(
 def _hidden_states_path(response: httpx.Response, url: str, prompt: Prompt) -> str:
     if response.status_code >= 400:
         raise BadInput(f"{url}: HTTP {response.status_code} for sample {prompt.sample_id!r}: {response.text[:200]}")
-    try:
-        body: Any = response.json()
-    except ValueError:
-        raise BadInput(f"{url}: the answer is not JSON (it starts {response.text[:60]!r})") from None
+    body: Any = loads_json(response.content, f"{url}: the answer")
     params = body.get("kv_transfer_params") if isinstance(body, dict) else None
-    path = (params or {}).get("hidden_states_path")
-    if not path:
+    path = params.get("hidden_states_path") if isinstance(params, dict) else None
+    if not path or not isinstance(path, str):
         raise BadInput(
             f"{url}: the answer has no kv_transfer_params.hidden_states_path: launch vLLM with "
             "--speculative-config method extract_hidden_states and --kv-transfer-config ExampleHiddenStatesConnector"
         )
-    echoed = (body.get("choices") or [{}])[0].get("prompt_token_ids")
+    choices = body.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    echoed = first.get("prompt_token_ids")
+    if echoed is not None and not isinstance(echoed, list):
+        raise BadInput(f"{url}: choices[0].prompt_token_ids is not a list of token ids")
     if echoed is not None and list(echoed) != list(prompt.token_ids):
         raise BadInput(f"{url}: the server tokenized sample {prompt.sample_id!r} differently from the ids sent")
     return str(path)

@@ -16,11 +16,16 @@ def report(result_json: str, out_dir: str | None) -> None:
     from alignprobe.report.load import load_result
     from alignprobe.report.writer import write_report
 
+    from alignprobe.report.writer import HTML_NAME, JSON_NAME, MARKDOWN_NAME
+    from alignprobe.safe_paths import refuse_overlap
+
     result = load_result(result_json)
     out_dir = out_dir or os.path.dirname(os.path.abspath(result_json))
-    target = os.path.join(out_dir, "result.json")
+    target = os.path.join(out_dir, JSON_NAME)
     # Never rewrite the file we were given; elsewhere, the folder gets the full set.
     same_file = os.path.exists(target) and os.path.samefile(target, result_json)
+    written = [HTML_NAME, MARKDOWN_NAME] + ([] if same_file else [JSON_NAME])
+    refuse_overlap({f"--out ({name})": os.path.join(out_dir, name) for name in written}, {"RESULT_JSON": result_json})
     files = write_report(result, out_dir, write_json=not same_file)
     click.echo(f"{result.verdict}: report {files.html}, summary {files.markdown}")
     for note in files.notes:
