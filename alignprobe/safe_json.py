@@ -104,7 +104,7 @@ def _refuse_constant(name: str):
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise _OutOfRange(f"holds {text[:40]}, too large for a float")
+        raise _OutOfRange(f"holds {text[:40]}, which is not a finite number (too large for a float, or NaN)")
     return value
 
 

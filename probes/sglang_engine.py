@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
+from alignprobe.engine_errors import engine_failure
 from alignprobe.errors import BadInput
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_capture import capture_from_backend
@@ -29,15 +30,17 @@ class EngineBackend:
         self.where = where
 
     def server_info(self) -> ServerFacts:
-        info = self.engine.get_server_info()
+        with engine_failure("SGLang", "answering get_server_info"):
+            info = self.engine.get_server_info()
         return ServerFacts.from_info(dict(info) if isinstance(info, Mapping) else {}, "Engine.get_server_info")
 
     def generate(self, token_ids: list[int], max_new_tokens: int) -> Any:
-        return self.engine.generate(
-            input_ids=[int(t) for t in token_ids],
-            sampling_params={"max_new_tokens": max_new_tokens, "temperature": 0.0},
-            return_hidden_states=True,
-        )
+        with engine_failure("SGLang", "generating"):
+            return self.engine.generate(
+                input_ids=[int(t) for t in token_ids],
+                sampling_params={"max_new_tokens": max_new_tokens, "temperature": 0.0},
+                return_hidden_states=True,
+            )
 
 
 def capture_sglang_engine(
@@ -54,7 +57,8 @@ def capture_sglang_engine(
     except ImportError:
         raise BadInput("the offline mode needs sglang (pip install sglang); or capture from a server with --url") from None
     kwargs = {**ENGINE_DEFAULTS, **dict(engine_kwargs or {})}
-    engine = sglang.Engine(model_path=os.fspath(model_path), **kwargs)
+    with engine_failure("SGLang", f"starting sglang.Engine on {os.fspath(model_path)}"):
+        engine = sglang.Engine(model_path=os.fspath(model_path), **kwargs)
     try:
         backend = EngineBackend(engine, f"sglang.Engine({os.fspath(model_path)})")
         return capture_from_backend(backend, prompts, out_path, capture_settings={"engine_kwargs": kwargs},

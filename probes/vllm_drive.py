@@ -18,7 +18,9 @@ from typing import Any, Sequence
 
 import httpx
 
+from alignprobe.engine_errors import engine_failure
 from alignprobe.errors import BadInput
+from alignprobe.probes.http_request import checked_url, whole_request
 from alignprobe.safe_json import loads_json
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.vllm_files import is_locked
@@ -49,6 +51,7 @@ def request_files(
     lock_wait_s: float = 60.0,
 ) -> list[str]:
     """Send each prompt to a vLLM server; returns the hidden-state file of each, in prompt order."""
+    checked_url(base_url)
     own = client is None
     client = client or httpx.Client(timeout=timeout)
     url = base_url.rstrip("/") + "/v1/completions"
@@ -57,11 +60,13 @@ def request_files(
         for prompt in prompts:
             body = {"model": model, "prompt": prompt.token_ids, "max_tokens": 1, "return_token_ids": True}
             try:
-                response = client.post(url, json=body, timeout=timeout)
+                response = whole_request(client, "POST", url, body, timeout)
             except httpx.TimeoutException:
                 raise BadInput(f"{url}: no answer within {timeout:g} s; raise --timeout") from None
             except httpx.TransportError as exc:
                 raise BadInput(f"{url}: cannot reach the vLLM server ({type(exc).__name__}); is it running?") from None
+            except httpx.HTTPError as exc:
+                raise BadInput(f"{url}: the server's answer is malformed ({type(exc).__name__})") from None
             paths.append(_hidden_states_path(response, url, prompt))
     finally:
         if own:
@@ -84,13 +89,15 @@ def generate_offline(
     except ImportError:
         raise BadInput("the offline vLLM mode needs vllm installed; or point --from-dir at files a server wrote") from None
     flags = server_flags(layer_ids, storage_dir)
-    llm = LLM(
-        model=model_path,
-        speculative_config=json.loads(flags[1]),
-        kv_transfer_config=json.loads(flags[3]),
-        **llm_kwargs,
-    )
-    outputs = llm.generate([{"prompt_token_ids": p.token_ids} for p in prompts], SamplingParams(max_tokens=1))
+    with engine_failure("vLLM", f"starting vllm.LLM on {model_path}"):
+        llm = LLM(
+            model=model_path,
+            speculative_config=json.loads(flags[1]),
+            kv_transfer_config=json.loads(flags[3]),
+            **llm_kwargs,
+        )
+    with engine_failure("vLLM", "generating"):
+        outputs = llm.generate([{"prompt_token_ids": p.token_ids} for p in prompts], SamplingParams(max_tokens=1))
     paths = []
     for prompt, output in zip(prompts, outputs):
         params = getattr(output, "kv_transfer_params", None) or {}
