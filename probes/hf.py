@@ -83,7 +83,11 @@ def resolve_layers(layers: str | Sequence[int] | None, num_layers: int, what: st
     if layers is None or (isinstance(layers, str) and layers.lower() == "all"):
         return tuple(range(num_layers + 1))
     if isinstance(layers, str) and layers.lower() == "eagle3":
-        return eagle3_hf_indices(num_layers)
+        default = eagle3_hf_indices(num_layers)
+        if not all(0 <= i <= num_layers for i in default):  # a model of 1 or 2 layers has no such three
+            raise BadInput(f"{what}: EAGLE-3's default HF[2, N//2, N-3] is {list(default)} for a model of {num_layers} "
+                           "layers, outside it; give the HF indices with --aux-layers")
+        return default
     if isinstance(layers, str):
         raise BadInput(f"{what}: {layers!r} is not 'all', 'eagle3' or a list of HF indices")
     indices = tuple(int(i) for i in layers)
