@@ -30,7 +30,7 @@ from alignprobe.safe_paths import input_file, output_file, refuse_overlap
               help="SGLang before PR #25454 (2026-05): deepseek_v2 added +1 to every explicit id.")
 @click.option("--timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds for one request, all of it.")
 @click.option("--retries", default=3, show_default=True, type=click.IntRange(min=0),
-              help="Extra attempts after errors/timeouts/5xx (all of them within a few --timeouts, see docs).")
+              help="Extra attempts after errors/timeouts/5xx; one call stops retrying after 4 --timeouts (at least 30 s).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
