@@ -133,3 +133,15 @@ def test_target_config_and_result_types(tmp_path, speculators_dir, result_json):
     assert_refused(["import", speculators_dir, "--target-config", deep, "--out", tmp_path / "o.h5"], [deep, speculators_dir], match="nested")
     # a valid result.json still renders (the loader is not too strict)
     assert_refused.__globals__["invoke"](["report", result_json, "--out", tmp_path / "r"]).exit_code == 0
+
+
+@FUZZ
+@given(body=hostile_json)
+def test_vllm_replies_are_one_line(body):
+    from alignprobe.probes.prompts import Prompt
+    from alignprobe.probes.vllm_drive import request_files
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=as_bytes(body)))
+    with pytest.raises(BadInput) as info:
+        request_files("http://127.0.0.1:1", "m", [Prompt("a", [1, 2])], client=httpx.Client(transport=transport))
+    assert "\n" not in str(info.value)

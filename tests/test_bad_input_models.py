@@ -160,3 +160,25 @@ def test_warnings_before_a_refusal_are_held_back(tmp_path, monkeypatch):
 def test_default_aux_layers_of_a_model_too_small_are_one_line(model_dir, tmp_path, prompts):
     assert_refused(["capture", "hf", "--model", model_dir, "--prompts", prompts, "--out", tmp_path / "o.h5",
                     "--quiet"], [model_dir, prompts], match="--aux-layers")
+
+
+class _CrashingEngine:
+    """Stands in for sglang.Engine / vllm.LLM: raises as a real engine does when its kernel dies."""
+
+    def generate(self, *args, **kwargs):
+        raise RuntimeError("CUDA error: device-side assert triggered\nCompile with TORCH_USE_CUDA_DSA")
+
+    def get_server_info(self):
+        raise ValueError("scheduler died")
+
+
+@pytest.mark.parametrize("call", ["generate", "server_info"])
+def test_sglang_engine_crash_names_sglang(call):
+    from alignprobe.engine_errors import EngineFailed
+    from alignprobe.probes.sglang_engine import EngineBackend
+
+    backend = EngineBackend(_CrashingEngine())
+    with pytest.raises(EngineFailed) as info:
+        backend.generate([1, 2], 0) if call == "generate" else backend.server_info()
+    line = str(info.value)
+    assert line.startswith("SGLang failed while") and "\n" not in line and info.value.exit_code == 2
