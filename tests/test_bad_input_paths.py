@@ -135,3 +135,16 @@ def test_no_output_is_an_input_even_with_force(world, tmp_path, force):
             args = [*args, "--force"]
         line = assert_refused(args, [*inputs, world["a"], world["b"], world["prompts"]])
         assert "never writes over its inputs" in line, (args, line)
+
+
+@pytest.mark.parametrize("case", ["usage error", "missing other dump", "bad policy"])
+def test_the_error_record_never_lands_on_an_input(world, tmp_path, case):
+    """A run that stops early writes its error to --json; not when --json names an input."""
+    b = world["b"]
+    args = {
+        "usage error": ["compare", "--serve-dump", b, "--json", b],
+        "missing other dump": ["compare", "--train-dump", tmp_path / "absent.h5", "--serve-dump", b, "--json", b],
+        "bad policy": ["compare", "--train-dump", world["a"], "--serve-dump", world["a"], "--json", world["prompts"],
+                       "--set", "drift_fail_rel_rms=nan"],
+    }[case]
+    assert_refused(args, [world["a"], b, world["prompts"]])
