@@ -65,6 +65,8 @@ def compare(positional, train_dump, serve_dump, train_layer_ids, train_drafter_c
     _refuse_bad_paths(train_dump, serve_dump, train_drafter_config, policy_file, tokenizer, json_path, report_dir,
                       junit_path)
     policy = policy_from_options(policy_file, overrides)
+    input_path(train_dump, "file")  # a FIFO or a device would block or never end in the readers
+    input_path(serve_dump, "file")
     bar = RowsBar(enabled=not quiet and (verbose or sys.stderr.isatty()))
     try:
         result = run_compare(
@@ -180,5 +182,3 @@ def _refuse_bad_paths(train_dump, serve_dump, drafter_config, policy_file, token
     if tokenizer.lower() not in ("auto", "none"):
         inputs["--tokenizer"] = tokenizer
     refuse_overlap(outputs, inputs)
-    input_path(train_dump, "file")
-    input_path(serve_dump, "file")
