@@ -42,8 +42,6 @@ def as_token_ids(value, path: str, key: str) -> np.ndarray:
         value = value[0]
     if value.ndim != 1 or value.is_floating_point() or value.is_complex():
         raise BadInput(f"{path}: {key} has shape {tuple(value.shape)} and dtype {value.dtype}; expected integer ids [S]")
-    if value.numel() == 0:
-        raise BadInput(f"{path}: holds no tokens ({key} is empty); remove the file or capture it again")
     return value.to(torch.int64).numpy()
 
 
