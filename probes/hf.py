@@ -42,6 +42,8 @@ from alignprobe.dump.planned_writer import PlannedDumpWriter
 from alignprobe.dump.encoding import TORCH_DTYPE, dtype_name
 from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL, ROLE_LAYERS
 from alignprobe.dump.writer import DEFAULT_SHARD_TOKENS
+from alignprobe.devices import checked_device
+from alignprobe.engine_errors import engine_failure
 from alignprobe.errors import BadInput, first_line
 from alignprobe.probes.hf_states import forward_states
 from alignprobe.probes.prompts import Prompt
@@ -81,7 +83,11 @@ def resolve_layers(layers: str | Sequence[int] | None, num_layers: int, what: st
     if layers is None or (isinstance(layers, str) and layers.lower() == "all"):
         return tuple(range(num_layers + 1))
     if isinstance(layers, str) and layers.lower() == "eagle3":
-        return eagle3_hf_indices(num_layers)
+        default = eagle3_hf_indices(num_layers)
+        if not all(0 <= i <= num_layers for i in default):  # a model of 1 or 2 layers has no such three
+            raise BadInput(f"{what}: EAGLE-3's default HF[2, N//2, N-3] is {list(default)} for a model of {num_layers} "
+                           "layers, outside it; give the HF indices with --aux-layers")
+        return default
     if isinstance(layers, str):
         raise BadInput(f"{what}: {layers!r} is not 'all', 'eagle3' or a list of HF indices")
     indices = tuple(int(i) for i in layers)
@@ -249,28 +255,30 @@ def load_hf_model(
     device: str | None = None,
     *,
     trust_remote_code: bool = False,
+    quiet: bool = False,
 ):
     """Load a local transformers model directory: ``(model, tokenizer or None)``, in eval mode.
 
     ``trust_remote_code`` runs the directory's own modeling code (some Kimi checkpoints need it):
-    off unless asked, as it executes code from the checkpoint.
+    off unless asked, as it executes code from the checkpoint. ``quiet``: no weight-loading bar.
+    Whatever transformers raises on a damaged folder (a truncated safetensors file, a junk
+    pytorch_model.bin, a config of the wrong types or sizes) is one line naming the folder.
     """
     path = os.fspath(path)
     transformers = _import_transformers()
     if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, "config.json")):
         raise BadInput(f"{path}: not a local model directory (no config.json); give the folder of a saved model")
     torch_dtype = parse_dtype(dtype)
-    try:
+    target = checked_device(device) if device is not None else None
+    _quiet_transformers(transformers, quiet)
+    with engine_failure("transformers", f"loading the model in {path}",
+                        "check the folder holds a complete, matching config.json and weights"):
         model = transformers.AutoModelForCausalLM.from_pretrained(
             path, dtype=torch_dtype, local_files_only=True, trust_remote_code=trust_remote_code
         )
-    except (OSError, ValueError, KeyError) as exc:
-        raise BadInput(f"{path}: transformers cannot load this model ({first_line(exc)})") from None
-    if device is not None:
-        try:
-            model = model.to(device)
-        except (RuntimeError, AssertionError) as exc:
-            raise BadInput(f"cannot move the model to {device!r} ({first_line(exc)})") from None
+    if target is not None:
+        with engine_failure("torch", f"moving the model to {device}"):
+            model = model.to(target)
     tokenizer = None
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(
@@ -282,6 +290,16 @@ def load_hf_model(
 
 
 # -- plumbing ------------------------------------------------------------------------------------
+
+
+def _quiet_transformers(transformers, quiet: bool) -> None:
+    # Its logger's warnings (unused weights, a missing generation config) are noise before a
+    # capture; the weight-loading bar is shown only when a progress bar is wanted.
+    transformers.utils.logging.set_verbosity_error()
+    if quiet:
+        transformers.utils.logging.disable_progress_bar()
+    else:
+        transformers.utils.logging.enable_progress_bar()
 
 
 def _checked(prompts: Sequence[Prompt], shape: ModelShape) -> list[Prompt]:

@@ -12,6 +12,8 @@ import dataclasses
 
 import torch
 
+from alignprobe.engine_errors import engine_failure
+
 
 @dataclasses.dataclass
 class ForwardStates:
@@ -55,13 +57,14 @@ def forward_states(
 
     hook = final_norm_module(model).register_forward_hook(keep_norm_input)
     try:
-        out = model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            output_hidden_states=True,
-            use_cache=False,
-        )
+        with engine_failure("transformers", "running the model forward"):
+            out = model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                output_hidden_states=True,
+                use_cache=False,
+            )
     finally:
         hook.remove()
     return ForwardStates(hf=list(out.hidden_states), final_prenorm=captured["pre"])

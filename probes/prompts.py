@@ -21,6 +21,8 @@ import os
 from typing import Any, Iterable, Sequence
 
 from alignprobe.errors import BadInput
+from alignprobe.safe_json import loads_json
+from alignprobe.safe_paths import input_file
 
 KIND_TEXT, KIND_MESSAGES, KIND_TOKENS = "text", "messages", "input_ids"
 KINDS = (KIND_TEXT, KIND_MESSAGES, KIND_TOKENS)
@@ -100,17 +102,19 @@ def load_prompts(path: str | os.PathLike, tokenizer=None, *, limit: int | None =
     Chat lines get the generation prompt appended when their last message is not the assistant's
     (a question to answer), and none when it is (a finished conversation, as training data is).
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise BadInput(f"{path}: no such prompt file")
+    path = input_file(os.fspath(path), "prompt file")
     parsed: list[tuple[int, str | None, list[int]]] = []
     kinds: collections.Counter[str] = collections.Counter()
     used_template = False
-    with open(path, encoding="utf-8") as fh:
-        for line_number, line in enumerate(fh, start=1):
+    with open(path, "rb") as fh:
+        for line_number, raw_line in enumerate(fh, start=1):
+            where = f"{path}:{line_number}"
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BadInput(f"{where}: not UTF-8 text; a prompt file is JSONL, one JSON object a line") from None
             if not line.strip():
                 continue
-            where = f"{path}:{line_number}"
             record = _parse_line(line, where)
             kind = _kind_of(record, where)
             kinds[kind] += 1
@@ -140,10 +144,7 @@ def prompts_from_token_lists(token_lists: Sequence[Sequence[int]], ids: Sequence
 
 
 def _parse_line(line: str, where: str) -> dict:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    record = loads_json(line, where)
     if not isinstance(record, dict):
         raise BadInput(f"{where}: expected a JSON object with text, messages or input_ids, got {type(record).__name__}")
     return record

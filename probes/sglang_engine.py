@@ -21,6 +21,7 @@ import numpy as np
 
 from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, EngineFailed, run_driver
 from alignprobe.probes.engine_side import SGLANG_DRIVER
+from alignprobe.engine_errors import engine_failure
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_capture import DEFAULT_MAX_NEW_TOKENS, capture_from_backend, resolve_prompts
 from alignprobe.probes.sglang_facts import ServerFacts
@@ -37,15 +38,17 @@ class EngineBackend:
         self.where = where
 
     def server_info(self) -> ServerFacts:
-        info = self.engine.get_server_info()
+        with engine_failure("SGLang", "answering get_server_info"):
+            info = self.engine.get_server_info()
         return ServerFacts.from_info(dict(info) if isinstance(info, Mapping) else {}, "Engine.get_server_info")
 
     def generate(self, token_ids: list[int], max_new_tokens: int) -> Any:
-        return self.engine.generate(
-            input_ids=[int(t) for t in token_ids],
-            sampling_params={"max_new_tokens": max_new_tokens, "temperature": 0.0},
-            return_hidden_states=True,
-        )
+        with engine_failure("SGLang", "generating"):
+            return self.engine.generate(
+                input_ids=[int(t) for t in token_ids],
+                sampling_params={"max_new_tokens": max_new_tokens, "temperature": 0.0},
+                return_hidden_states=True,
+            )
 
 
 class DriverBackend:

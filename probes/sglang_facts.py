@@ -18,7 +18,6 @@ they are the post-norm final state, H wide. The aux ids are the server's own ``-
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any, Sequence
 
@@ -122,11 +121,9 @@ def read_config_json(path: str) -> dict[str, Any] | None:
     config = os.path.join(path, "config.json")
     if not os.path.isfile(config):
         return None
-    try:
-        with open(config, encoding="utf-8") as fh:
-            value = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"{config}: cannot read it as JSON ({exc})") from None
+    from alignprobe.safe_json import load_json_file
+
+    value = load_json_file(config, "config.json")
     return value if isinstance(value, dict) else None
 
 

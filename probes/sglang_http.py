@@ -14,6 +14,7 @@ The client is injectable (``httpx.Client(transport=...)``) for tests.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from typing import Any, Mapping, Sequence
@@ -21,6 +22,8 @@ from typing import Any, Mapping, Sequence
 import httpx
 
 from alignprobe.errors import BadInput, first_line
+from alignprobe.safe_json import loads_json
+from alignprobe.probes.http_request import checked_url, whole_request
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_capture import DEFAULT_IN_FLIGHT, DEFAULT_MAX_NEW_TOKENS, capture_from_backend
 from alignprobe.probes.sglang_decode import NotAnAnswer, decode_generate
@@ -30,6 +33,10 @@ DEFAULT_TIMEOUT = 120.0  # seconds for one /generate: a long prompt's prefill wi
 DEFAULT_RETRIES = 3
 BACKOFF_START = 0.5  # seconds before the first retry; doubles each time, capped
 BACKOFF_CAP = 8.0
+# Retries of one call stop after RETRY_BUDGET_TIMEOUTS timeouts (at least RETRY_BUDGET_MIN seconds),
+# whatever --retries says: a server answering 500 forever must not hold a capture forever.
+RETRY_BUDGET_TIMEOUTS = 4
+RETRY_BUDGET_MIN = 30.0
 INFO_ENDPOINTS = ("/server_info", "/get_server_info")
 # Words of SGLang's refusals when hidden states are not enabled (tokenizer_manager.py, 2025-2026).
 HIDDEN_STATES_REFUSALS = ("return hidden states", "return_hidden_states", "hidden_states mode", "hidden-states-mode")
@@ -48,13 +55,14 @@ class HttpBackend:
         backoff: float = BACKOFF_START,
         sleep=time.sleep,
     ):
-        if not base_url.startswith(("http://", "https://")):
-            raise BadInput(f"server URL {base_url!r} must start with http:// or https://")
-        if timeout <= 0:
-            raise BadInput(f"timeout must be positive, got {timeout}")
-        if retries < 0:
+        checked_url(base_url)
+        if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+            raise BadInput(f"timeout must be a positive, finite number of seconds, got {timeout}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise BadInput(f"retries must be 0 or more, got {retries}")
         self.where = base_url.rstrip("/")
+        # However many retries are allowed, one call stops trying after this long.
+        self.retry_budget = max(RETRY_BUDGET_MIN, RETRY_BUDGET_TIMEOUTS * timeout)
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
@@ -106,30 +114,36 @@ class HttpBackend:
     def _send(self, method: str, path: str, body: dict | None = None) -> httpx.Response:
         url = self.where + path
         delay = self.backoff
+        give_up_at = time.monotonic() + self.retry_budget
         for attempt in range(self.retries + 1):
-            last = attempt == self.retries
+            wait = min(delay, BACKOFF_CAP)
+            # The last attempt: the count is spent, or another wait and try would pass the budget.
+            last = attempt == self.retries or time.monotonic() + wait + self.timeout > give_up_at
+            tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
             try:
-                response = self._client.request(method, url, json=body, timeout=self.timeout)
+                response = whole_request(self._client, method, url, body, self.timeout)
             except httpx.TimeoutException:
                 if last:
                     raise BadInput(
-                        f"{url}: no answer within {self.timeout:g} s ({self.retries + 1} attempts); "
+                        f"{url}: no answer within {self.timeout:g} s, for the whole answer ({tries}); "
                         "raise --timeout or check the server's load"
                     ) from None
             except httpx.TransportError as exc:
                 if last:
                     raise BadInput(
                         f"{url}: cannot reach the SGLang server ({type(exc).__name__}: {first_line(exc)}) after "
-                        f"{self.retries + 1} attempts; is it running on that host and port?"
+                        f"{tries}; is it running on that host and port?"
                     ) from None
+            except httpx.HTTPError as exc:  # a malformed answer (bad headers, a broken chunked body)
+                raise BadInput(f"{url}: the server's answer is malformed ({type(exc).__name__}: {first_line(exc)})") from None
             else:
                 if response.status_code < 500 or last:
-                    return self._checked(response, url)
-            self._sleep(min(delay, BACKOFF_CAP))
+                    return self._checked(response, url, tries)
+            self._sleep(wait)
             delay *= 2
         raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
 
-    def _checked(self, response: httpx.Response, url: str) -> httpx.Response:
+    def _checked(self, response: httpx.Response, url: str, tries: str = "") -> httpx.Response:
         code = response.status_code
         if code < 400 or code == 404:  # 404 is the caller's to judge (older endpoint names)
             return response
@@ -137,17 +151,17 @@ class HttpBackend:
         if code < 500 and any(word in message.lower() for word in HIDDEN_STATES_REFUSALS):
             raise BadInput(f"{url}: the server refuses hidden states ({message}); relaunch it with {FLAG_HIDDEN_STATES}")
         kind = "rejected the request" if code < 500 else "failed"
-        retried = f" after {self.retries + 1} attempts" if code >= 500 else ""
+        retried = f" after {tries}" if code >= 500 and tries else ""
         raise BadInput(f"{url}: the server {kind} with HTTP {code}{retried}: {message}")
 
     def _json(self, response: httpx.Response, endpoint: str) -> Any:
         if response.status_code == 404:
             raise BadInput(f"{self.where}{endpoint}: not found (HTTP 404); is this an SGLang server?")
         try:
-            return response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+            return loads_json(response.content, f"{self.where}{endpoint}: the answer")
+        except BadInput as exc:
             start = response.text[:60].replace("\n", " ")
-            raise BadInput(f"{self.where}{endpoint}: the answer is not JSON (it starts {start!r})") from None
+            raise BadInput(f"{first_line(exc)} (it starts {start!r})") from None
 
 
 def capture_sglang(
@@ -208,8 +222,8 @@ def capture_sglang(
 
 def _error_message(response: httpx.Response) -> str:
     try:
-        body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+        body = loads_json(response.content, "the error")
+    except BadInput:
         return response.text[:200].strip().replace("\n", " ") or response.reason_phrase
     if isinstance(body, dict):
         error = body.get("error")

@@ -27,6 +27,8 @@ from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, EngineFailed, en
 from alignprobe.probes.engine_side import VLLM_DRIVER
 # the engine-side driver imports vLLM only inside run(): its config builders are shared from here
 from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_config, transfer_config
+from alignprobe.probes.http_request import checked_url, whole_request
+from alignprobe.safe_json import loads_json
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.vllm_files import is_locked
 
@@ -80,6 +82,7 @@ def request_files(
     lock_wait_s: float = 60.0,
 ) -> list[str]:
     """Send each prompt to a vLLM server; returns the hidden-state file of each, in prompt order."""
+    checked_url(base_url)
     own = client is None
     client = client or httpx.Client(timeout=timeout)
     url = base_url.rstrip("/") + "/v1/completions"
@@ -88,11 +91,13 @@ def request_files(
         for prompt in prompts:
             body = {"model": model, "prompt": prompt.token_ids, "max_tokens": 1, "return_token_ids": True}
             try:
-                response = client.post(url, json=body, timeout=timeout)
+                response = whole_request(client, "POST", url, body, timeout)
             except httpx.TimeoutException:
                 raise EngineFailed(f"vLLM server {url}: no answer within {timeout:g} s; raise --timeout") from None
             except httpx.TransportError as exc:
                 raise BadInput(f"{url}: cannot reach the vLLM server ({type(exc).__name__}); is it running?") from None
+            except httpx.HTTPError as exc:
+                raise BadInput(f"{url}: the server's answer is malformed ({type(exc).__name__})") from None
             paths.append(_hidden_states_path(response, url, prompt))
     finally:
         if own:
@@ -168,18 +173,19 @@ def _hidden_states_path(response: httpx.Response, url: str, prompt: Prompt) -> s
     if response.status_code >= 400:
         message = " ".join(response.text[:200].split())
         raise EngineFailed(f"vLLM server {url}: HTTP {response.status_code} for sample {prompt.sample_id!r}: {message}")
-    try:
-        body: Any = response.json()
-    except ValueError:
-        raise BadInput(f"{url}: the answer is not JSON (it starts {response.text[:60]!r})") from None
+    body: Any = loads_json(response.content, f"{url}: the answer")
     params = body.get("kv_transfer_params") if isinstance(body, dict) else None
-    path = (params or {}).get("hidden_states_path")
-    if not path:
+    path = params.get("hidden_states_path") if isinstance(params, dict) else None
+    if not path or not isinstance(path, str):
         raise BadInput(
             f"{url}: the answer has no kv_transfer_params.hidden_states_path: launch vLLM with "
             "--speculative-config method extract_hidden_states and --kv-transfer-config ExampleHiddenStatesConnector"
         )
-    echoed = (body.get("choices") or [{}])[0].get("prompt_token_ids")
+    choices = body.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    echoed = first.get("prompt_token_ids")
+    if echoed is not None and not isinstance(echoed, list):
+        raise BadInput(f"{url}: choices[0].prompt_token_ids is not a list of token ids")
     if echoed is not None and list(echoed) != list(prompt.token_ids):
         raise BadInput(f"{url}: the server tokenized sample {prompt.sample_id!r} differently from the ids sent")
     return str(path)

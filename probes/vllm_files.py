@@ -62,8 +62,10 @@ def read_tokens(path: str) -> list[int]:
     with _SafeFile(path) as f:
         _check_keys(f, path)
         tokens = f.get_tensor(KEY_TOKENS)
-    if tokens.ndim != 1:
-        raise BadInput(f"{path}: token_ids has shape {tuple(tokens.shape)}, expected [S]")
+    if tokens.ndim != 1 or tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise BadInput(f"{path}: token_ids has shape {tuple(tokens.shape)} and dtype {tokens.dtype}, expected integer ids [S]")
+    if tokens.numel() == 0:
+        raise BadInput(f"{path}: holds no tokens (token_ids is empty); remove the file or capture it again")
     return [int(t) for t in tokens.tolist()]
 
 

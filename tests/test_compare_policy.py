@@ -28,7 +28,7 @@ def test_files_and_overrides_layer_over_the_defaults(tmp_path):
         ('{"drift_fail_rel_rm": 1}', ".json", "unknown key"),
         ('{"severity": {"token_shift": "fatal"}}', ".json", "use one of"),
         ('{"severity": {"layer_ofset": "warn"}}', ".json", "unknown finding code"),
-        ("{not json", ".json", "not valid JSON"),
+        ("{not json", ".json", "not JSON"),
         ("a = = 1", ".toml", "not valid TOML"),
         ('{"drift_warn_rel_rms": "big"}', ".json", "must be a number"),
         ('{"drift_warn_rel_rms": 0.5, "drift_fail_rel_rms": 0.1}', ".json", "at least"),

@@ -344,7 +344,7 @@ def test_bad_user_facts(specforge_dir, tmp_path):
         with pytest.raises(BadInput, match=message):
             import_source(specforge_dir, out, progress=False, **kwargs)
     (tmp_path / "broken.json").write_text("{nope")
-    with pytest.raises(BadInput, match="not a readable JSON config"):
+    with pytest.raises(BadInput, match="not JSON"):
         import_source(specforge_dir, out, config=tmp_path / "broken.json", num_layers=8, progress=False)
     with pytest.raises(BadInput, match="no such file or directory"):
         import_source(tmp_path / "missing", out, progress=False)

@@ -67,7 +67,7 @@ def test_limit_reads_only_the_first_prompts(tmp_path):
 @pytest.mark.parametrize(
     "bad_line, message",
     [
-        ("{not json", "not valid JSON"),
+        ("{not json", "not JSON"),
         ("[1, 2]", "expected a JSON object"),
         ({"id": "x"}, "exactly one of text, messages or input_ids"),
         ({"text": "a", "input_ids": [1]}, "text and input_ids"),

@@ -39,13 +39,13 @@ def parse_layer_list(value: str | None, what: str = "--layers") -> str | list[in
 @click.option("--layers", default="all", show_default=True,
               help="all, eagle3, or HF indices like 2,30,58 (eagle3: no layers stream, eagle3_aux holds them).")
 @click.option("--aux-layers", default=None, help="HF indices of the EAGLE-3 training view [default: 2,N//2,N-3].")
-@click.option("--batch-size", default=8, show_default=True, type=int)
+@click.option("--batch-size", default=8, show_default=True, type=click.IntRange(min=1))
 @click.option("--padding-side", default="right", show_default=True, type=click.Choice(["right", "left"]))
 @click.option("--simulate-quant", default=None, type=click.Choice(["int4", "int8", "fp8"]),
               help="Fake-quantize the decoder weights first (weight-only RTN: approximates INT4/FP8 serving).")
-@click.option("--group-size", default=128, show_default=True, type=int, help="Input columns per scale for int4/int8.")
-@click.option("--limit", default=None, type=int, help="Capture only the first N prompts.")
-@click.option("--shard-tokens", default=16384, show_default=True, type=int,
+@click.option("--group-size", default=128, show_default=True, type=click.IntRange(min=1), help="Input columns per scale for int4/int8.")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="Capture only the first N prompts.")
+@click.option("--shard-tokens", default=16384, show_default=True, type=click.IntRange(min=1),
               help="Tokens captured between two durable checkpoints: the most a crash loses before --resume.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
@@ -57,8 +57,12 @@ def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, layers,
     from alignprobe.probes.hf import capture_hf, load_hf_model
     from alignprobe.probes.prompts import load_prompts
     from alignprobe.quant import simulate_weight_quant
+    from alignprobe.safe_paths import input_file, output_file, refuse_overlap
 
-    model, tokenizer = load_hf_model(model_dir, dtype=dtype, device=device, trust_remote_code=trust_remote_code)
+    refuse_overlap({"--out": output_file(out_path, "--out")},
+                   {"--model": model_dir, "--prompts": input_file(prompts_path, "prompt file")})
+    model, tokenizer = load_hf_model(model_dir, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
+                                     quiet=quiet)
     prompt_set = load_prompts(prompts_path, tokenizer, limit=limit)
     if simulate_quant:
         simulate_weight_quant(model, simulate_quant, group_size=group_size)

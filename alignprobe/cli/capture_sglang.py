@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from alignprobe.cli.capture import capture, parse_layer_list
+from alignprobe.cli.options import SECONDS
 from alignprobe.errors import BadInput
+from alignprobe.safe_paths import input_file, output_file, refuse_overlap
 
 
 @capture.command("sglang")
@@ -19,8 +21,8 @@ from alignprobe.errors import BadInput
 @click.option("--layer-ids", default=None,
               help="The drafter's eagle_aux_hidden_state_layer_ids (SGLang numbering) if the server's draft config "
                    "is not a local folder, e.g. 1,29,57.")
-@click.option("--num-layers", default=None, type=int, help="Target decoder layers N if its config.json is not local.")
-@click.option("--hidden-size", default=None, type=int, help="Target hidden size H if its config.json is not local.")
+@click.option("--num-layers", default=None, type=click.IntRange(min=1), help="Target decoder layers N if its config.json is not local.")
+@click.option("--hidden-size", default=None, type=click.IntRange(min=1), help="Target hidden size H if its config.json is not local.")
 @click.option("--arch", default=None, help="Target model_type (llama, deepseek_v3, kimi_k2...) if not local.")
 @click.option("--max-new-tokens", default=1, show_default=True, type=click.IntRange(0, 1),
               help="New tokens to ask for; the prompt's rows are taken either way (SGLang 0.5.23 returns none for 0).")
@@ -32,8 +34,9 @@ from alignprobe.errors import BadInput
               help="With --engine-model: a sglang.Engine keyword, e.g. device=cpu or dtype=float32 (repeatable).")
 @click.option("--old-deepseek-rule", is_flag=True,
               help="SGLang before PR #25454 (2026-05): deepseek_v2 added +1 to every explicit id.")
-@click.option("--timeout", default=120.0, show_default=True, type=float, help="Seconds for one request.")
-@click.option("--retries", default=3, show_default=True, type=int, help="Extra attempts after errors/timeouts/5xx.")
+@click.option("--timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds for one request, all of it.")
+@click.option("--retries", default=3, show_default=True, type=click.IntRange(min=0),
+              help="Extra attempts after errors/timeouts/5xx; one call stops retrying after 4 --timeouts (at least 30 s).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -47,6 +50,9 @@ def capture_sglang_command(url, engine_model, tokens_from, prompts_path, out_pat
         raise BadInput("give exactly one of --url (a running server) or --engine-model (offline sglang.Engine)")
     if (tokens_from is None) == (prompts_path is None):
         raise BadInput("give exactly one of --tokens-from DUMP or --prompts JSONL")
+    refuse_overlap({"--out": output_file(out_path, "--out")},
+                   {"--tokens-from": tokens_from and input_file(tokens_from, "dump"),
+                    "--prompts": prompts_path and input_file(prompts_path, "prompt file"), "--engine-model": engine_model})
     ids = parse_layer_list(layer_ids, "--layer-ids")
     if isinstance(ids, str):
         raise BadInput("--layer-ids takes the drafter's ids, e.g. 1,29,57")

@@ -6,7 +6,9 @@ import click
 
 from alignprobe.cli.capture import capture, parse_layer_list
 from alignprobe.cli.engine_args import parse_engine_args
+from alignprobe.cli.options import SECONDS
 from alignprobe.errors import BadInput
+from alignprobe.safe_paths import input_dir, input_file, output_file, refuse_overlap
 
 
 @capture.command("vllm")
@@ -19,7 +21,7 @@ from alignprobe.errors import BadInput
 @click.option("--storage-dir", default=None, type=click.Path(), help="With --offline-model: where vLLM writes its files.")
 @click.option("--layer-ids", required=True,
               help="The eagle_aux_hidden_state_layer_ids vLLM ran with (vLLM numbering), e.g. 2,30,58,61.")
-@click.option("--num-layers", default=None, type=int, help="Target decoder layers N (or take it from --tokens-from).")
+@click.option("--num-layers", default=None, type=click.IntRange(min=1), help="Target decoder layers N (or take it from --tokens-from).")
 @click.option("--tokens-from", default=None, type=click.Path(),
               help="A dump of the same prompts: files take its sample ids by matching token ids.")
 @click.option("--prompts", "prompts_path", default=None, type=click.Path(),
@@ -36,7 +38,7 @@ from alignprobe.errors import BadInput
               type=click.Choice(["auto", "drafter_input", "layers"]),
               help="drafter_input: aux + final streams; layers: one stack compared index by index "
                    "(auto: layers when every layer 1..N-1 is captured).")
-@click.option("--timeout", default=120.0, show_default=True, type=float, help="Seconds for one request (--url).")
+@click.option("--timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds for one request (--url).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -49,6 +51,11 @@ def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir
 
     if sum(x is not None for x in (from_dir, url, offline_model)) != 1:
         raise BadInput("give exactly one of --from-dir, --url or --offline-model")
+    refuse_overlap({"--out": output_file(out_path, "--out")},
+                   {"--from-dir": from_dir and input_dir(from_dir, "connector folder"),
+                    "--tokens-from": tokens_from and input_file(tokens_from, "dump"),
+                    "--prompts": prompts_path and input_file(prompts_path, "prompt file"),
+                    "--offline-model": offline_model, "--storage-dir": storage_dir})
     ids = parse_layer_list(layer_ids, "--layer-ids")
     if isinstance(ids, str) or not ids:
         raise BadInput("--layer-ids takes the ids vLLM ran with, e.g. 2,30,58,61")

@@ -13,6 +13,7 @@ from alignprobe.compare import compare as run_compare
 from alignprobe.compare.policy import Policy, parse_override
 from alignprobe.compare.summary import format_summary, format_verdict_line
 from alignprobe.errors import BadInput
+from alignprobe.safe_paths import input_path, output_file, refuse_overlap
 
 USAGE = "alignprobe compare --train-dump TRAIN --serve-dump SERVE [--json result.json] [--report DIR] [--junit junit.xml]"
 
@@ -61,11 +62,11 @@ def compare(positional, train_dump, serve_dump, train_layer_ids, train_drafter_c
     check_dump_options(positional, train_dump, serve_dump, USAGE, "compare")
     if quiet and verbose:
         raise BadInput("--quiet and --verbose contradict each other: give one")
-    if json_path and json_path != "-":
-        for dump in (train_dump, serve_dump):
-            if os.path.exists(json_path) and os.path.exists(dump) and os.path.samefile(json_path, dump):
-                raise BadInput(f"--json {json_path} is one of the input dumps: choose another path")
+    _refuse_bad_paths(train_dump, serve_dump, train_drafter_config, policy_file, tokenizer, json_path, report_dir,
+                      junit_path)
     policy = policy_from_options(policy_file, overrides)
+    input_path(train_dump, "file")  # a FIFO or a device would block or never end in the readers
+    input_path(serve_dump, "file")
     bar = RowsBar(enabled=not quiet and (verbose or sys.stderr.isatty()))
     try:
         result = run_compare(
@@ -164,3 +165,20 @@ def _import_options(layer_ids, drafter_config, num_layers) -> dict:
     if num_layers:
         options["num_layers"] = num_layers
     return options
+
+
+def _refuse_bad_paths(train_dump, serve_dump, drafter_config, policy_file, tokenizer, json_path, report_dir,
+                      junit_path) -> None:
+    """Inputs that are not files or folders, and outputs over an input, before any work (safe_paths)."""
+    from alignprobe.report.writer import HTML_NAME, JSON_NAME, MARKDOWN_NAME
+
+    # Outputs first: an error about an input is also written to --json, which must then be safe to write.
+    outputs = {"--json": output_file(json_path, "--json") if json_path and json_path != "-" else None,
+               "--junit": output_file(junit_path, "--junit") if junit_path and junit_path != "-" else None}
+    if report_dir:
+        outputs.update({f"--report ({name})": os.path.join(report_dir, name) for name in (HTML_NAME, MARKDOWN_NAME, JSON_NAME)})
+    inputs = {"--train-dump": train_dump, "--serve-dump": serve_dump, "--train-drafter-config": drafter_config,
+              "--policy": policy_file}
+    if tokenizer.lower() not in ("auto", "none"):
+        inputs["--tokenizer"] = tokenizer
+    refuse_overlap(outputs, inputs)

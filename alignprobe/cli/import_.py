@@ -6,6 +6,7 @@ import click
 
 from alignprobe.importers import import_source
 from alignprobe.importers.layer_ids import parse_ids
+from alignprobe.safe_paths import input_path, output_file, refuse_overlap
 
 
 @click.command("import")
@@ -16,7 +17,7 @@ from alignprobe.importers.layer_ids import parse_ids
 @click.option("--layer-ids", default=None, help="Layer ids the producing run used, in its own numbering: 1,29,57.")
 @click.option("--drafter-config", type=click.Path(), default=None,
               help="A drafter config.json holding the ids (eagle_config.eagle_aux_hidden_state_layer_ids).")
-@click.option("--num-layers", type=int, default=None, help="The target model's decoder layer count N.")
+@click.option("--num-layers", type=click.IntRange(min=1), default=None, help="The target model's decoder layer count N.")
 @click.option("--target-config", type=click.Path(), default=None, help="The target model's config.json (for N).")
 @click.option("--ids-from", type=click.Path(), default=None,
               help="A dump of the same prompts: take its sample ids where the tokens match.")
@@ -25,6 +26,9 @@ from alignprobe.importers.layer_ids import parse_ids
 def import_command(source, out_path, system, layer_ids, drafter_config, num_layers, target_config, ids_from, force,
                    quiet) -> None:
     """Import SpecForge, speculators or EAGLE ge_data hidden states into a dump (read in place)."""
+    refuse_overlap({"--out": output_file(out_path, "--out")},
+                   {"SOURCE": input_path(source, "foreign dump"), "--drafter-config": drafter_config,
+                    "--target-config": target_config, "--ids-from": ids_from})
     result = import_source(
         source,
         out_path,

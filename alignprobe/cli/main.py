@@ -9,52 +9,86 @@ import errno
 import importlib
 import os
 import sys
+import warnings
 
 import click
 
 from alignprobe import __version__
 from alignprobe.cli.json_output import write_error_json
-from alignprobe.errors import EXIT_BAD_INPUT, AlignprobeError
+from alignprobe.errors import EXIT_BAD_INPUT, AlignprobeError, first_line
+from alignprobe.safe_paths import BadOutputPath
 
 EXIT_BUG = 3
+EXIT_INTERRUPTED = 130
+
+
+class _Interrupted(Exception):
+    """KeyboardInterrupt, carried past click (which would print a blank line before it)."""
 
 
 class _Group(click.Group):
     """Turns every error into one line on stderr and a documented exit code."""
 
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+
     def main(self, *args, **kwargs):
         kwargs["standalone_mode"] = False
+        # Warnings (numpy, torch, transformers) are held back: a refusal is one line, and a result
+        # is followed by them, each on one line.
+        with warnings.catch_warnings(record=True) as held:
+            warnings.simplefilter("default")
+            code, line, error_json = self._run(args, kwargs)
+        if line is not None:
+            click.echo(f"alignprobe: {line}", err=True)
+            if error_json:
+                write_error_json(line, code)
+        elif held:
+            for w in _distinct(held):
+                click.echo(f"alignprobe: warning: {first_line(w.message)} ({w.category.__name__})", err=True)
+        from alignprobe.cli import interrupt
+
+        if code == EXIT_INTERRUPTED:
+            interrupt.said()
+        interrupt.done()
+        sys.exit(code or 0)
+
+    def _run(self, args, kwargs) -> tuple[int, str | None, bool]:
+        """The exit code, the one line to print (None after a normal exit), and whether --json gets the
+        error too (not when --json itself is the bad path: it may be an input, a FIFO or a device)."""
         try:
-            code = super().main(*args, **kwargs)
-        except click.exceptions.Abort:
-            click.echo("alignprobe: interrupted", err=True)
-            code = 130
-            write_error_json("interrupted", code)
+            return super().main(*args, **kwargs) or 0, None, False
+        except (click.exceptions.Abort, _Interrupted, KeyboardInterrupt):
+            return EXIT_INTERRUPTED, "interrupted", True
         except click.ClickException as exc:  # usage errors: bad flag, missing argument
-            click.echo(f"alignprobe: {exc.format_message()}", err=True)
-            code = EXIT_BAD_INPUT
-            write_error_json(exc.format_message(), code)
+            return EXIT_BAD_INPUT, exc.format_message(), True
         except AlignprobeError as exc:
-            click.echo(f"alignprobe: {exc}", err=True)
-            code = exc.exit_code
-            write_error_json(str(exc), code)
+            return exc.exit_code, first_line(exc), not isinstance(exc, BadOutputPath)
         except OSError as exc:
-            if not _is_environment_error(exc):
-                raise
-            # The machine, not alignprobe: say what failed; a capture's finished samples are kept.
-            click.echo(f"alignprobe: {_oserror_line(exc)}: free space or fix the permissions, then run again "
-                       "(a capture continues with --resume)", err=True)
-            code = EXIT_BAD_INPUT
-            write_error_json(_oserror_line(exc), code)
+            # The machine or a path, not alignprobe: say what failed; a capture's finished samples are kept.
+            if _is_environment_error(exc):
+                return EXIT_BAD_INPUT, (f"{_oserror_line(exc)}: free space or fix the permissions, then run again "
+                                        "(a capture continues with --resume)"), True
+            return EXIT_BAD_INPUT, f"{_oserror_line(exc)}: check the path", True
+        except RecursionError:
+            return EXIT_BAD_INPUT, "an input is nested too deeply to read (a JSON or HDF5 structure)", True
         except Exception as exc:  # noqa: BLE001 - a bug of ours, still one line unless asked
             if os.environ.get("ALIGNPROBE_DEBUG"):
                 raise
-            click.echo(
-                f"alignprobe: internal error: {type(exc).__name__}: {exc} (set ALIGNPROBE_DEBUG=1 for the traceback)",
-                err=True,
-            )
-            code = EXIT_BUG
-        sys.exit(code or 0)
+            return EXIT_BUG, f"internal error: {type(exc).__name__}: {first_line(exc)} (set ALIGNPROBE_DEBUG=1 for the traceback)", False
+
+
+def _distinct(held) -> list:
+    seen, kept = set(), []
+    for w in held:
+        key = (w.category, str(w.message))
+        if key not in seen:
+            seen.add(key)
+            kept.append(w)
+    return kept
 
 
 # A full disk, a quota, a read-only file system, a permission: the machine's state, not a bug.

@@ -9,12 +9,27 @@ overrides (``alignprobe compare --set drift_fail_rel_rms=0.3``).
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 import os
 from typing import Any, Mapping
 
 from alignprobe.compare.result import SEVERITIES
 from alignprobe.errors import BadInput
+
+
+# What each tolerance can mean: a cosine lies in [-1, 1], a fraction in [0, 1], a growth factor is
+# at least 1; every other tolerance (rel-RMS, margins, scale) is a non-negative number.
+_COSINE = (-1.0, 1.0, "a cosine between -1 and 1")
+_RANGES = {
+    "drift_warn_cosine_p1": _COSINE,
+    "drift_fail_cosine_p1": _COSINE,
+    "scale_min_cosine": _COSINE,
+    "mapping_min_cosine": _COSINE,
+    "mapping_min_margin": (0.0, 2.0, "between 0 and 2 (a difference of cosines)"),
+    "mapping_tie_cosine": (0.0, 2.0, "between 0 and 2 (a difference of cosines)"),
+    "degenerate_fail_fraction": (0.0, 1.0, "a fraction between 0 and 1"),
+    "position_growth": (1.0, math.inf, "a factor of at least 1"),
+}
 
 
 @dataclasses.dataclass
@@ -54,7 +69,14 @@ class Policy:
             value = getattr(self, field.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise BadInput(f"policy: {field.name} must be a number, got {value!r}")
-            setattr(self, field.name, float(value))
+            try:
+                value = float(value)
+            except OverflowError:
+                raise BadInput(f"policy: {field.name} is too large for a number") from None
+            low, high, meaning = _RANGES.get(field.name, (0.0, math.inf, "at least 0"))
+            if not (math.isfinite(value) and low <= value <= high):
+                raise BadInput(f"policy: {field.name} = {value!r} is out of range; it must be {meaning} and finite")
+            setattr(self, field.name, value)
         if not isinstance(self.severity, dict):
             raise BadInput("policy: severity must be a table of finding code = info/warn/error")
         from alignprobe.compare.diagnoses import DEFAULT_SEVERITY  # here: diagnoses imports this module
@@ -95,22 +117,12 @@ class Policy:
     @classmethod
     def from_file(cls, path: str | os.PathLike, base: "Policy | None" = None) -> "Policy":
         """Read a JSON (``.json``) or TOML (any other suffix) policy file over ``base`` (the defaults)."""
-        path = os.fspath(path)
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read()
-        except OSError as exc:
-            raise BadInput(f"{path}: cannot read the policy file ({exc.strerror})") from None
-        try:
-            if path.endswith(".json"):
-                data = json.loads(raw.decode())
-            else:
-                import tomllib
+        from alignprobe.safe_json import loads_json, loads_toml
+        from alignprobe.safe_paths import read_input_bytes
 
-                data = tomllib.loads(raw.decode())
-        except (ValueError, UnicodeDecodeError) as exc:
-            kind = "JSON" if path.endswith(".json") else "TOML"
-            raise BadInput(f"{path}: not valid {kind} ({str(exc).splitlines()[0]})") from None
+        path = os.fspath(path)
+        raw = read_input_bytes(path, "policy file")
+        data = loads_json(raw, path) if path.endswith(".json") else loads_toml(raw, path)
         if not isinstance(data, dict):
             raise BadInput(f"{path}: a policy file holds a table of tolerances")
         return (base or cls()).updated(data)
@@ -125,9 +137,12 @@ def parse_override(text: str) -> tuple[str, Any]:
     if key.startswith("severity."):
         return "severity", {key.split(".", 1)[1]: value}
     try:
-        return key, float(value)
+        number = float(value)
     except ValueError:
         raise BadInput(f"--set {text!r}: {key} takes a number") from None
+    if not math.isfinite(number):
+        raise BadInput(f"--set {text!r}: {key} takes a finite number")
+    return key, number
 
 
 def resolve_policy(policy: "Policy | Mapping[str, Any] | str | os.PathLike | None") -> Policy:

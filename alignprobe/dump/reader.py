@@ -18,7 +18,9 @@ from alignprobe.dump.schema import (
     Provenance,
     StreamClaim,
 )
+from alignprobe.dump import h5_access as h5
 from alignprobe.errors import BadInput, first_line
+from alignprobe.safe_paths import input_file
 
 # Tokens read at once by iter_blocks: 4096 tokens of a 21504-wide float32 block is 352 MB, so the
 # block is sized in bytes, not tokens. Small blocks are faster, not slower: under glibc's largest
@@ -53,48 +55,55 @@ class Dump:
         except BadInput:
             self._file.close()
             raise
-        except (KeyError, ValueError, TypeError, OSError) as exc:
+        except (KeyError, ValueError, TypeError, OSError, RuntimeError, AttributeError) as exc:
+            # h5py's own errors on a damaged file (an object header it cannot parse opens as None)
             self._file.close()
             raise BadInput(f"{self.path}: not a readable alignprobe dump ({first_line(exc)})") from None
 
     # -- loading and validation ------------------------------------------------------------------
 
     def _load(self) -> None:
-        f = self._file
-        if f.attrs.get("format") != FORMAT_NAME:
-            raise BadInput(f"{self.path}: an HDF5 file, but not an alignprobe dump (no format={FORMAT_NAME!r} attribute)")
-        self.version = int(f.attrs.get("format_version", 0))
+        f, where = self._file, self.path
+        if h5.text_attr(f, "format", where, "") != FORMAT_NAME:
+            raise BadInput(f"{where}: an HDF5 file, but not an alignprobe dump (no format={FORMAT_NAME!r} attribute)")
+        self.version = h5.int_attr(f, "format_version", where, 0)
         if self.version > FORMAT_VERSION:
             raise BadInput(
-                f"{self.path}: dump format version {self.version} is newer than this alignprobe reads "
+                f"{where}: dump format version {self.version} is newer than this alignprobe reads "
                 f"({FORMAT_VERSION}): upgrade alignprobe (pip install -U alignprobe)"
             )
         if self.version < 1:
-            raise BadInput(f"{self.path}: format_version {self.version} is not a released dump format")
-        if not bool(f.attrs.get("complete", True)):
-            raise BadInput(f"{self.path}: the dump was not finished (complete=false): capture it again")
-        if "provenance" in f.attrs:
-            self.provenance, notes = Provenance.from_json(_as_str(f.attrs["provenance"]))
+            raise BadInput(f"{where}: format_version {self.version} is not a released dump format")
+        if not h5.bool_attr(f, "complete", where, True):
+            raise BadInput(f"{where}: the dump was not finished (complete=false): capture it again")
+        provenance = h5.text_attr(f, "provenance", where, "")
+        if provenance:
+            self.provenance, notes = Provenance.from_json(provenance, f"{where}: provenance")
             self.notes += notes
         else:
             self.provenance = Provenance()
             self.notes.append("no provenance attribute: provenance left empty")
-        for name in ("samples/ids", "samples/offsets", "tokens"):
-            if name not in f:
-                raise BadInput(f"{self.path}: dataset /{name} is missing")
-        self.sample_ids = [_as_str(s) for s in f["samples/ids"][()]]
-        self.offsets = np.asarray(f["samples/offsets"][()], dtype=np.int64)
-        self._tokens = f["tokens"]
+        ids = h5.member(f, "samples/ids", h5py.Dataset, where)
+        offsets = h5.member(f, "samples/offsets", h5py.Dataset, where)
+        self._tokens = h5.member(f, "tokens", h5py.Dataset, where)
+        h5.integer_dataset(offsets, "samples/offsets", where)
+        h5.integer_dataset(self._tokens, "tokens", where)
+        if ids.ndim != 1 or ids.dtype.kind not in "SUO":
+            raise BadInput(f"{where}: /samples/ids must be a 1-D list of strings, got {ids.dtype} {ids.shape}")
+        self.sample_ids = [h5.as_text(s, "a sample id", f"{where}: /samples/ids") for s in self._guarded(lambda: ids[()])]
+        self.offsets = np.asarray(self._guarded(lambda: offsets[()]), dtype=np.int64)
         self._check_offsets()
         self._index = {sid: i for i, sid in enumerate(self.sample_ids)}
         if len(self._index) != len(self.sample_ids):
-            raise BadInput(f"{self.path}: /samples/ids holds duplicate ids")
-        if "streams" not in f or not len(f["streams"]):
-            raise BadInput(f"{self.path}: no streams under /streams")
+            raise BadInput(f"{where}: /samples/ids holds duplicate ids")
+        streams = h5.member(f, "streams", h5py.Group, where)
+        found = h5.members(streams, h5py.Dataset, f"{where}: /streams", "streams")
+        if not found:
+            raise BadInput(f"{where}: no streams under /streams")
         self.streams: dict[str, StreamClaim] = {}
         self._datasets: dict[str, h5py.Dataset] = {}
         self._encodings: dict[str, str] = {}
-        for name, ds in f["streams"].items():
+        for name, ds in found:
             self.streams[name] = self._read_claim(name, ds)
             self._datasets[name] = ds
 
@@ -115,35 +124,34 @@ class Dump:
             raise BadInput(f"{where} has shape {ds.shape}; streams are [tokens, width]")
         if ds.shape[0] != self.num_tokens:
             raise BadInput(f"{where} has {ds.shape[0]} rows but the dump has {self.num_tokens} tokens")
-        a = ds.attrs
-        if "hf_indices" not in a:
+        if "hf_indices" not in ds.attrs:
             raise BadInput(f"{where} has no hf_indices attribute: say which HF indices it holds")
-        hf_indices = [int(i) for i in np.atleast_1d(a["hf_indices"])]
+        hf_indices = h5.int_list_attr(ds, "hf_indices", where)
         width = ds.shape[1]
-        if "hidden_size" in a:
-            hidden_size = int(a["hidden_size"])
+        if "hidden_size" in ds.attrs:
+            hidden_size = h5.int_attr(ds, "hidden_size", where)
         else:
             hidden_size = width // max(1, len(hf_indices))
             self.notes.append(f"stream {name!r}: no hidden_size attribute, took width/len(hf_indices) = {hidden_size}")
-        if "num_layers" in a:
-            num_layers = int(a["num_layers"])
+        if "num_layers" in ds.attrs:
+            num_layers = h5.int_attr(ds, "num_layers", where)
         else:
             num_layers = max(hf_indices)
             self.notes.append(f"stream {name!r}: no num_layers attribute, took the largest HF index = {num_layers}")
-        encoding = _as_str(a.get("encoding", ""))
+        encoding = h5.text_attr(ds, "encoding", where, "")
         if encoding not in (ENCODING_NATIVE, ENCODING_BF16_BITS):
             if ds.dtype == np.uint16:
                 raise BadInput(f"{where} is uint16 without encoding='{ENCODING_BF16_BITS}': cannot tell it is bfloat16")
             encoding = ENCODING_NATIVE
-        if "dtype" in a:
-            dtype = _as_str(a["dtype"])
+        if "dtype" in ds.attrs:
+            dtype = h5.text_attr(ds, "dtype", where)
         else:
             dtype = "bfloat16" if encoding == ENCODING_BF16_BITS else str(ds.dtype)
             self.notes.append(f"stream {name!r}: no dtype attribute, took {dtype} from the stored type")
         if dtype not in STORAGE_DTYPE or ds.dtype != STORAGE_DTYPE[dtype]:
             raise BadInput(f"{where} is stored as {ds.dtype} but claims dtype {dtype!r}")
-        final_norm = _as_str(a.get("final_norm", FINAL_NORM_POST))
-        role = _as_str(a.get("role", ROLE_DRAFTER_INPUT))
+        final_norm = h5.text_attr(ds, "final_norm", where, FINAL_NORM_POST)
+        role = h5.text_attr(ds, "role", where, ROLE_DRAFTER_INPUT)
         try:
             claim = StreamClaim(
                 hf_indices=hf_indices,
@@ -152,7 +160,7 @@ class Dump:
                 dtype=dtype,
                 final_norm=final_norm,
                 role=role,
-                note=_as_str(a.get("note", "")),
+                note=h5.text_attr(ds, "note", where, ""),
             )
         except ValueError as exc:
             raise BadInput(f"{where}: {exc}") from None
@@ -280,19 +288,21 @@ def _open_hdf5(path: str) -> h5py.File:
         if path.rstrip("/").endswith(PARTIAL_SUFFIX):
             raise BadInput(f"{path}: an unfinished capture; rerun the capture with --resume to finish it")
         raise BadInput(f"{path}: is a directory, not a dump file (foreign dumps: alignprobe import)")
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         if os.path.isdir(path + PARTIAL_SUFFIX):
             raise BadInput(
                 f"{path}: not found, but {path}{PARTIAL_SUFFIX}/ holds an unfinished capture: rerun it with --resume"
             )
         raise BadInput(f"{path}: no such file")
-    if not h5py.is_hdf5(path):
+    input_file(path, "dump file")
+    try:
+        is_hdf5 = h5py.is_hdf5(path)
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise BadInput(f"{path}: cannot read it ({first_line(exc)})") from None
+    if not is_hdf5:
         raise BadInput(f"{path}: not an HDF5 file (an alignprobe dump is HDF5; see docs/dump-format.md)")
     try:
         return h5py.File(path, "r")
-    except OSError as exc:
+    except (OSError, RuntimeError, ValueError) as exc:
         raise BadInput(f"{path}: cannot open the HDF5 file, it is truncated or damaged ({first_line(exc)})") from None
 
-
-def _as_str(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

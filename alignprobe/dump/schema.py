@@ -120,11 +120,20 @@ class Provenance:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> tuple["Provenance", list[str]]:
-        """Parse, keeping unknown keys in ``extra``; returns the notes of what was filled in."""
-        raw = json.loads(text)
+    def from_json(cls, text: str, where: str = "provenance") -> tuple["Provenance", list[str]]:
+        """Parse, keeping unknown keys in ``extra``; returns the notes of what was filled in.
+        Text that is not a JSON object of the right field types is one BadInput line naming ``where``."""
+        from alignprobe.errors import BadInput
+        from alignprobe.safe_json import loads_json
+
+        raw = loads_json(text, where)
         if not isinstance(raw, dict):
-            raise ValueError("provenance is not a JSON object")
+            raise BadInput(f"{where}: not a JSON object")
+        for f in dataclasses.fields(cls):
+            wanted = dict if f.name in ("capture", "extra") else str
+            if f.name in raw and not isinstance(raw[f.name], wanted):
+                raise BadInput(f"{where}: {f.name} must be a {'JSON object' if wanted is dict else 'string'}, "
+                               f"got {type(raw[f.name]).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
         known = {k: v for k, v in raw.items() if k in names}
         unknown = {k: v for k, v in raw.items() if k not in names}

@@ -207,7 +207,10 @@ def import_source(
 
 
 def read_sample(fmt: str, path: str, mmap: bool = True) -> ForeignSample:
-    return speculators.read(path) if fmt == SPECULATORS else specforge.read(path, fmt, mmap=mmap)
+    sample = speculators.read(path) if fmt == SPECULATORS else specforge.read(path, fmt, mmap=mmap)
+    if len(sample.token_ids) == 0:
+        raise BadInput(f"{path}: holds no tokens (its token ids are empty); remove the file or capture it again")
+    return sample
 
 
 # -- plumbing ------------------------------------------------------------------------------------
@@ -223,6 +226,10 @@ def _plan_samples(plan: ImportPlan, names: "_SampleNames", progress: bool) -> li
         tokens, mask = reader(path)
         pad = specforge.padding_of(tokens, mask) if plan.format == SPECFORGE else 0
         sample_id, pad = names.name(tokens.tolist(), pad)
+        if len(tokens) == 0:
+            raise BadInput(f"{path}: holds no tokens (its token ids are empty); remove the file or capture it again")
+        if pad >= len(tokens):
+            raise BadInput(f"{path}: every token is padding (loss_mask is 0 throughout); remove the file or capture it again")
         if sample_id in seen:
             raise BadInput(f"{path}: sample id {sample_id!r} was already taken by {seen[sample_id]} (the same tokens twice?)")
         seen[sample_id] = path

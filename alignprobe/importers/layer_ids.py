@@ -14,11 +14,11 @@ drafter's (1 for EAGLE-3), never the target's, so it is not read.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Sequence
 
 from alignprobe.errors import BadInput
+from alignprobe.safe_json import load_json_file
 
 CONFIG_PATHS = (("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",))
 
@@ -78,13 +78,7 @@ def _read_json(path: str | os.PathLike) -> dict:
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            raw = json.load(fh)
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such config file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"{path}: not a readable JSON config ({exc})") from None
+    raw = load_json_file(path, "config file")
     if not isinstance(raw, dict):
         raise BadInput(f"{path}: a config is a JSON object, got {type(raw).__name__}")
     return raw

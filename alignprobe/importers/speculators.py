@@ -40,6 +40,8 @@ def read(path: str) -> ForeignSample:
             f"(keys: {', '.join(sorted(f.keys)) or 'none'})"
         )
     tokens = as_token_ids(f.tensor("token_ids"), path, "token_ids")
+    if len(tokens) == 0:  # (an S=0 file cannot be reshaped into rows: say so before trying)
+        raise BadInput(f"{path}: holds no tokens (token_ids is empty); remove the file or capture it again")
     raw = f.tensor("hidden_states")
     scales = f.tensor(SCALES_KEY) if SCALES_KEY in f.keys else None
     states = as_states(dequantized(raw, scales, path, len(tokens)), path, "hidden_states", len(tokens), 3)  # [S, L, H]

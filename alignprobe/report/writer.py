@@ -11,6 +11,7 @@ from alignprobe.compare.result import CompareResult
 from alignprobe.dump import Dump
 from alignprobe.errors import AlignprobeError, BadInput
 from alignprobe.exit_status import ExitStatus, result_json
+from alignprobe.safe_paths import output_folder
 from alignprobe.report import figures
 from alignprobe.report.html import render_html
 from alignprobe.report.markdown import render_markdown
@@ -99,7 +100,7 @@ def write_report(
     out_dir = os.fspath(out_dir)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise BadInput(f"{out_dir}: exists and is not a folder; give --report/--out a folder for the report")
-    os.makedirs(out_dir, exist_ok=True)
+    output_folder(out_dir, "the report folder")
     figs, notes = report_figures(result, train, serve)
     files = ReportFiles(
         html=os.path.join(out_dir, HTML_NAME),

@@ -28,15 +28,9 @@ class TorchKernels:
             import torch
         except ImportError:
             raise BadInput(f"--device {device} needs torch: pip install torch") from None
-        try:
-            self.device = torch.device(device)
-        except RuntimeError as exc:
-            raise BadInput(f"--device {device}: not a device name ({first_line(exc)}); use cpu, cuda or cuda:N") from None
-        if self.device.type == "cuda":
-            if not torch.cuda.is_available():
-                raise BadInput(f"--device {device}: torch sees no CUDA device here; use --device cpu")
-            if self.device.index is not None and self.device.index >= torch.cuda.device_count():
-                raise BadInput(f"--device {device}: there are {torch.cuda.device_count()} CUDA devices")
+        from alignprobe.devices import checked_device
+
+        self.device = checked_device(device)
         self.name = str(self.device)
         self._torch = torch
 

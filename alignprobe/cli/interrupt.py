@@ -1,0 +1,58 @@
+"""Ctrl-C, at any instant: one line on stderr and exit 130, never a traceback.
+
+The first SIGINT while a command runs raises KeyboardInterrupt, so writers leave their partial
+folder consistent (their ``with`` blocks keep what is durable for ``--resume``) and the CLI says
+"interrupted". Any SIGINT while importing, a second one during that cleanup, or one after the
+command has finished ends the process at once with the same line: everything a capture keeps is
+written by atomic renames and journals, so this is as safe as kill -9 (which resume is tested
+against), and the user is told instead of left with a dead process or a traceback.
+
+Stdlib only: the console script installs this before anything heavy is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+EXIT_INTERRUPTED = 130
+LINE = b"alignprobe: interrupted\n"
+
+_IMPORTING, _RUNNING, _DONE = "importing", "running", "done"
+_state = {"phase": _IMPORTING, "raised": False, "said": False}
+
+
+def install() -> None:
+    """Take over SIGINT for the whole process (the console script only; never in-process callers)."""
+    signal.signal(signal.SIGINT, _on_sigint)
+
+
+def running() -> None:
+    """The command starts: the next SIGINT raises KeyboardInterrupt for an orderly cleanup."""
+    _state["phase"] = _RUNNING
+
+
+def done() -> None:
+    """The command has finished (its output is written): a SIGINT now just ends the process."""
+    _state["phase"] = _DONE
+
+
+def said() -> None:
+    """The CLI has printed the interrupted line itself."""
+    _state["said"] = True
+
+
+def _on_sigint(signum, frame) -> None:
+    if _state["phase"] == _RUNNING and not _state["raised"]:
+        _state["raised"] = True
+        raise KeyboardInterrupt
+    exit_now()
+
+
+def exit_now() -> None:
+    if not _state["said"]:
+        try:
+            os.write(2, LINE)
+        except OSError:
+            pass
+    os._exit(EXIT_INTERRUPTED)

@@ -1,0 +1,43 @@
+"""HTTP to an engine's server, bounded: a URL checked before any request, a timeout for the whole answer."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from alignprobe.errors import BadInput, first_line
+
+
+def checked_url(base_url: str) -> httpx.URL:
+    """The server URL, parsed: one line for a scheme other than http(s), no host, or a malformed one."""
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise BadInput(f"server URL {base_url!r} must start with http:// or https://")
+    try:
+        url = httpx.URL(base_url)
+        host = url.host
+        url.port  # noqa: B018 - parsing the port raises for a malformed one
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise BadInput(f"server URL {base_url!r} is malformed ({first_line(exc)}); write it like http://127.0.0.1:30000") from None
+    if not host:
+        raise BadInput(f"server URL {base_url!r} names no host; write it like http://127.0.0.1:30000")
+    return url
+
+
+def whole_request(client: httpx.Client, method: str, url: str, body: dict | None, timeout: float) -> httpx.Response:
+    """One request whose whole answer must arrive within ``timeout`` seconds.
+
+    httpx's timeouts bound each read, so a server that drips a byte every half second never trips
+    them; here the body is streamed and the clock checked after every chunk (and every read is
+    bounded by the time left).
+    """
+    deadline = time.monotonic() + timeout
+    with client.stream(method, url, json=body, timeout=timeout) as response:
+        chunks = []
+        for chunk in response.iter_bytes():
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout(f"the answer took longer than {timeout:g} s", request=response.request)
+    # The body is decoded already (gzip...): the copy must not claim an encoding or a length.
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")]
+    return httpx.Response(response.status_code, headers=headers, content=b"".join(chunks), request=response.request)
