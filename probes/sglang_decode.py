@@ -41,20 +41,20 @@ def decode_generate(content: bytes) -> Any:
     """
     try:
         answer = _ANSWER.decode(content)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:  # RecursionError: nested too deep
         raise NotAnAnswer(str(exc)) from None
     if isinstance(answer, list):
         if len(answer) != 1:
             raise NotAnAnswer(f"a batch of {len(answer)} answers for one request")
         answer = answer[0]
     meta = answer.meta_info
-    if meta is None:
-        return {}
+    if meta is None:  # every /generate answer has one; JSON without it is something else answering
+        raise NotAnAnswer("no meta_info")
     states = meta.hidden_states
     if states:
         try:
             first = np.asarray(_ROWS.decode(states[0]), dtype=np.float32)
-        except (msgspec.DecodeError, msgspec.ValidationError, ValueError):  # ValueError: ragged rows
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):  # ValueError: ragged rows
             first = None  # prefill_rows names the bad shape
         states = [first]
     return {"meta_info": {"hidden_states": states, "cached_tokens": meta.cached_tokens}}

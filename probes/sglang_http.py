@@ -103,7 +103,7 @@ class HttpBackend:
             return decode_generate(content)  # the prefill rows straight into float32 (sglang_decode.py)
         except NotAnAnswer:
             start = content[:60].decode("utf-8", "replace").replace("\n", " ")
-            raise BadInput(f"{self.where}/generate: the answer is not JSON (it starts {start!r})") from None
+            raise BadInput(f"{self.where}/generate: the answer is not JSON shaped like an SGLang /generate answer (it starts {start!r})") from None
 
     def close(self) -> None:
         if self._owns_client:
