@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 
 import click
 
-from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
+from alignprobe.errors import EXIT_FAIL, EXIT_PASS
+from alignprobe.safe_paths import write_text_atomic
 
 
 @click.command()
@@ -38,20 +38,7 @@ def accept(drafter, train_dump, serve_dump, target, num_draft_tokens, temperatur
     result = run_accept(drafter, train_dump, serve_dump, target=target, num_draft_tokens=num_draft_tokens,
                         temperature=temperature, max_tokens=max_tokens, device=device, explain=not no_explain, score_from=score_from)
     if json_path:
-        _write_json(json_path, result.to_json())
+        write_text_atomic(json_path, result.to_json(), "--json")
     click.echo(format_accept(result))
     failed = result.worst_severity == "error" or (fail_cost is not None and not result.cost <= fail_cost)
     return EXIT_FAIL if failed else EXIT_PASS
-
-
-def _write_json(path: str, text: str) -> None:
-    """Atomically (a reader never sees half a file); a refused write is bad input, not a traceback."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise BadInput(f"--json {path}: cannot write it ({exc.strerror or exc})") from None

@@ -13,7 +13,7 @@ import sys
 from typing import Callable, Mapping, TextIO
 
 from alignprobe.compare.result import CompareResult
-from alignprobe.errors import BadInput
+from alignprobe.safe_paths import write_text_atomic
 from alignprobe.exit_status import ExitStatus, exit_status, result_json
 
 STDOUT = "-"
@@ -76,13 +76,5 @@ def write_json(path: str | os.PathLike, text: str, stdout: TextIO | None = None)
     if path == STDOUT:
         (stdout or sys.stdout).write(text + "\n")
         return path
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise BadInput(f"--json {path}: cannot write it ({exc.strerror or exc})") from None
+    write_text_atomic(path, text, "--json")
     return path

@@ -11,7 +11,7 @@ from alignprobe.compare.result import CompareResult
 from alignprobe.dump import Dump
 from alignprobe.errors import AlignprobeError, BadInput
 from alignprobe.exit_status import ExitStatus, result_json
-from alignprobe.safe_paths import output_folder
+from alignprobe.safe_paths import output_folder, write_text_atomic
 from alignprobe.report import figures
 from alignprobe.report.html import render_html
 from alignprobe.report.markdown import render_markdown
@@ -119,12 +119,4 @@ def write_report(
 
 
 def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"  # beside the target, so the rename stays on one filesystem
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise BadInput(f"{path}: cannot write the report there ({exc.strerror or exc})") from None
+    write_text_atomic(path, text, "report")

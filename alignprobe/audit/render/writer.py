@@ -10,6 +10,7 @@ from alignprobe.audit.render.junit import render_junit
 from alignprobe.audit.render.markdown import render_markdown
 from alignprobe.audit.result import AuditResult
 from alignprobe.errors import BadInput
+from alignprobe.safe_paths import write_text_atomic
 
 
 @dataclasses.dataclass
@@ -34,12 +35,4 @@ def write_audit_report(result: AuditResult, out_dir: str | os.PathLike, strict: 
 
 
 def write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise BadInput(f"{path}: cannot write it ({exc.strerror or exc})") from None
+    write_text_atomic(path, text, "audit report")
