@@ -12,10 +12,11 @@ import os
 
 from alignprobe.errors import BadInput
 
-# Big enough that a task's scheduling cost (~1 ms in dask) vanishes next to its read (~50 ms at
-# 1.4 GB/s), small enough that 16 workers get several units each from a few GB: with 256 MB units a
-# 1.2 GB folder made 5 units and 16 workers ran no faster than 4 (benchmarks/README.md).
-UNIT_BYTES = 64 << 20
+# Big enough that a task's scheduling and start cost vanish next to its read, small enough that 16
+# workers get several units each from a 10 GB set. Measured on the H200 host (6 GB SpecForge
+# folder, cold): 256 MB units gave 4 dask workers 1.11x of a raw read, 64 MB units 0.69x; the cost is
+# that a small .ckpt.gz set (1.2 GB: 5 units) keeps 16 workers no faster than 4 (benchmarks/README.md).
+UNIT_BYTES = 256 << 20
 UNIT_MAX_FILES = 512  # files (or dump samples) a unit: small files are many
 
 
