@@ -2,6 +2,17 @@
 
 __version__ = "0.1.0"
 
+import os as _os  # noqa: E402
+import sys as _sys  # noqa: E402
+
+# The console script imports this package before its own first line runs, and numpy and h5py below
+# take a quarter of a second: a Ctrl-C then must already be the one line of cli/interrupt.py (stdlib
+# only), not a KeyboardInterrupt traceback. In-process users (a notebook, python -c) are left alone.
+if _os.path.basename(_sys.argv[0] if _sys.argv else "") == "alignprobe":
+    from alignprobe.cli import interrupt as _interrupt
+
+    _interrupt.install()
+
 from alignprobe.errors import AlignprobeError, BadInput  # noqa: E402
 from alignprobe.dump import (  # noqa: E402
     Dump,

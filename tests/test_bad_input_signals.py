@@ -64,6 +64,25 @@ def test_sigint_while_importing(tmp_path):
     assert fingerprints([prompts]) == before
 
 
+def test_sigint_while_the_package_root_loads(tmp_path):
+    """SIGINT while `import alignprobe` itself loads numpy and h5py, before the console script's own code."""
+    script = os.path.join(os.path.dirname(sys.executable), "alignprobe")  # the installed console script
+    if not os.path.exists(script):
+        pytest.skip("no alignprobe console script beside this Python")
+    missing = tmp_path / "missing.h5"
+    proc = subprocess.Popen([script, "inspect", missing], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not loaded(proc.pid, "_multiarray_umath") and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if proc.returncode == 2:  # the refusal came before the signal landed: nothing to check
+        pytest.skip("the command finished before the signal")
+    assert proc.returncode == 130, err
+    one_interrupted_line(err)
+    assert not missing.exists()
+
+
 def run_script(body: str):
     """A process that drives alignprobe.cli.interrupt as the console script does, then runs ``body``."""
     script = textwrap.dedent("""
