@@ -63,7 +63,9 @@ def test_the_cli_exits_2_with_one_line_when_the_engine_is_absent(tmp_path):
     python = fake / "python"
     python.write_text(f"#!/bin/sh\nexec {sys.executable} -S -I \"$@\"\n")  # -I: no site, so no vLLM
     python.chmod(0o755)
-    result = CliRunner().invoke(cli, ["capture", "vllm", "--offline-model", str(tmp_path), "--engine-python",
+    model = tmp_path / "model"  # apart from the outputs: no output may lie inside an input folder
+    model.mkdir()
+    result = CliRunner().invoke(cli, ["capture", "vllm", "--offline-model", str(model), "--engine-python",
                                       str(python), "--storage-dir", str(tmp_path / "hs"), "--layer-ids", "2,4,5",
                                       "--num-layers", "8", "--prompts", str(prompts), "--out", str(tmp_path / "s.h5")])
     assert result.exit_code == 2, result.output
