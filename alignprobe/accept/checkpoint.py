@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 from typing import Any
 
 from alignprobe.errors import BadInput
+from alignprobe.safe_json import load_json_file
 
 LAYOUT_SPECFORGE = "specforge"
 LAYOUT_SPECULATORS = "speculators"
@@ -67,11 +67,7 @@ def load_drafter(path: str | os.PathLike) -> DrafterCheckpoint:
     config_path = os.path.join(path, "config.json")
     if not os.path.isfile(config_path):
         raise BadInput(f"--drafter {path}: no config.json there (give the drafter checkpoint folder)")
-    try:
-        with open(config_path) as fh:
-            config = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"--drafter {config_path}: not readable JSON ({exc})") from None
+    config = load_json_file(config_path, "--drafter config.json")  # the one safe reader (depth, NaN, huge ints)
     if not isinstance(config, dict):
         raise BadInput(f"--drafter {config_path}: not a JSON object")
     raw = _read_weights(path)

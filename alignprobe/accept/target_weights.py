@@ -12,6 +12,7 @@ import json
 import os
 
 from alignprobe.errors import BadInput
+from alignprobe.safe_json import load_json_file
 
 EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight", "model.language_model.embed_tokens.weight")
 LM_HEAD_NAMES = ("lm_head.weight", "model.lm_head.weight", "language_model.lm_head.weight")
@@ -53,11 +54,9 @@ def _config(path: str) -> dict:
     name = os.path.join(path, "config.json")
     if not os.path.isfile(name):
         raise BadInput(f"--target {path}: no config.json there (give the target model folder)")
-    try:
-        with open(name) as fh:
-            config = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"--target {name}: not readable JSON ({exc})") from None
+    config = load_json_file(name, "--target config.json")  # the one safe reader (depth, NaN, huge ints)
+    if not isinstance(config, dict):
+        raise BadInput(f"--target {name}: not a JSON object")
     # Multimodal wrappers keep the language model's sizes one level down.
     return config.get("text_config") or config
 
