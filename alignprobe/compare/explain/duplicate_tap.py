@@ -1,10 +1,16 @@
 """A duplicated tap: one serve slice repeats another serve slice (the engine captured a layer twice
-and some expected layer never)."""
+and some expected layer never). A layer captured twice is the same tensor written twice: the two
+slices are equal to the last bit, not merely alike. Slices only alike are no duplicate: where an
+embedding dominates the residual stream (scaled by sqrt(H) on one side) deep layers agree within the
+drift tolerance, and calling that a repeated id sends a team to fix ids that are right."""
 
 from __future__ import annotations
 
 from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
+
+
+EXACT = 1e-6  # rel-RMS between two copies of one tensor: float32 rounding of the same values, at most
 
 
 class DuplicateTap:
@@ -19,7 +25,7 @@ class DuplicateTap:
         # the other slice it repeats, chosen on the fit rows; an earlier slice is the original
         others = sorted((o for o in range(k) if o != j), key=lambda o: (rel_rms(rows.serve[rows.fit, o], b[rows.fit]), o))
         source = others[0]
-        if source > j and rel_rms(rows.serve[rows.fit, source], b[rows.fit]) > rows.tolerance:
+        if rel_rms(rows.serve[rows.fit, source], b[rows.fit]) > EXACT:
             return None
         twin = next((key for key, a in rows.train.items() if rel_rms(a[rows.fit], b[rows.fit]) <= rows.tolerance), None)
         expected = rows.label(rows.expected[j]) if rows.expected[j] else "?"
@@ -27,4 +33,5 @@ class DuplicateTap:
                   "missing": expected}
         return scored(self.name, self.complexity, rows, rows.serve[:, source], b, params,
                       f"serve slice {j} repeats serve slice {source}"
-                      + (f" ({rows.label(twin)})" if twin else "") + f"; {expected} was never captured")
+                      + (f" ({rows.label(twin)})" if twin else "") + f"; {expected} was never captured",
+                      tolerance=EXACT)

@@ -48,23 +48,44 @@ class ForeignRows:
         padding = self._padding(rows, b, unexplained)
         if padding is not None:
             predicted[unexplained] = padding[unexplained]
-        moved = {rows.sample_ids[s]: rows.sample_ids[t] for s, t in sources.items() if s != t}
+        # A sample whose source was not among the samples read (the first of a run, given the rows of
+        # the request before it) is explained by none of them: judged on its fit rows alone, it is left
+        # out of the score and named, so the others' held-out rows still decide.
+        lost = [int(s) for s in samples if not self._explained(rows, predicted, b, s)]
+        if 2 * len(lost) > len(samples) or len(samples) - len(lost) < 2:
+            lost = []  # most samples unexplained: no source pattern to name, scored as they are
+        moved = {rows.sample_ids[s]: rows.sample_ids[t] for s, t in sources.items() if s != t and s not in lost}
         if not moved and padding is None:
             return None
         order = {s: i for i, s in enumerate(samples.tolist())}
+        kept_sources = {s: t for s, t in sources.items() if s not in lost}
         pattern = "other samples"
-        if moved and all(order.get(t, -9) == order[s] - 1 for s, t in sources.items() if s != t):
+        if moved and all(order.get(t, -9) == order[s] - 1 for s, t in kept_sources.items() if s != t):
             pattern = "the previous request"
-        elif moved and all(sources.get(t) == s for s, t in sources.items() if s != t):
+        elif moved and all(kept_sources.get(t) == s for s, t in kept_sources.items() if s != t):
             pattern = "swapped pairwise"
+        keep = ~np.isin(rows.sample, lost)
         params = {"sources": moved, "samples_moved": len(moved), "samples": len(samples), "pattern": pattern,
-                  "padding_rows": int(unexplained.sum()) if padding is not None else 0, "hf_index": key[0]}
+                  "padding_rows": int(unexplained.sum()) if padding is not None else 0, "hf_index": key[0],
+                  "samples_source_not_read": [rows.sample_ids[s] for s in lost]}
         what = []
         if moved:
             what.append(f"{len(moved)} of {len(samples)} samples hold the rows of {pattern}")
+        if lost:
+            what.append(f"{len(lost)} more whose source was not among the samples read")
         if padding is not None:
             what.append(f"{int(unexplained.sum())} rows match no train row but agree across samples (padding rows)")
-        return scored(self.name, self.complexity, rows, predicted, b, params, "; ".join(what))
+        return scored(self.name, self.complexity, rows, predicted[keep], b[keep], params, "; ".join(what),
+                      fit_mask=rows.fit[keep])
+
+    @staticmethod
+    def _explained(rows: ExplainRows, predicted: np.ndarray, b: np.ndarray, s) -> bool:
+        """Sample s's fit rows are predicted within the tolerance (held-out rows never decide this)."""
+        mine = (rows.sample == s) & rows.fit
+        den = float(np.sum(b[mine] * b[mine], dtype=np.float64))
+        if not mine.any() or den <= 0:
+            return False
+        return float(np.sqrt(np.sum((predicted[mine] - b[mine]) ** 2, dtype=np.float64) / den)) <= rows.tolerance
 
     @staticmethod
     def _padding(rows: ExplainRows, b: np.ndarray, unexplained: np.ndarray) -> np.ndarray | None:
