@@ -63,7 +63,7 @@ def _cause_and_fix(engine: str, risks: list[str]) -> tuple[str, str]:
     if engine in SGLANG:
         said = f" (the capture recorded: {'; '.join(risks)})" if risks else ""
         return ("SGLang's radix cache returns rows only for the tokens after a cached prefix, and chunked "
-                f"prefill only the last chunk's{said}",
+                f"prefill keeps only the last chunk{said}",
                 f"Relaunch the SGLang server with {SGLANG_FULL_ROWS}, then capture again into a new file: "
                 "every prompt's rows then come back whole.")
     if engine in VLLM:
