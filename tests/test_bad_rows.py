@@ -199,3 +199,36 @@ def test_nan_planted_in_a_capture_hf_dump_is_located_over_all_rows(model, prompt
     ev = result.finding("nonfinite").evidence
     train_side = [w for w in ev["locations"] if w["side"] == "train"]
     assert [(w["sample_id"], w["position"], w["slices"]) for w in train_side] == [("s4", 7, ["HF[4]"])]
+
+
+def test_marks_survive_shards_merge_and_resume_and_unmarked_dumps_stay_version_1(tmp_path):
+    from alignprobe.dump import DumpWriter, Provenance, StreamClaim
+    from alignprobe.dump.marks import SampleMark
+
+    streams = {"aux": StreamClaim((2, 4, 5), H, N, "bfloat16")}
+    states = lambda n: np.random.default_rng(n).standard_normal((n, 3 * H)).astype(np.float32)  # noqa: E731
+    plain = tmp_path / "plain.h5"
+    with DumpWriter(plain, Provenance(engine="test"), streams, shard_tokens=8) as w:
+        for i, n in enumerate([5, 6, 7]):
+            w.add(f"x{i}", list(range(n)), {"aux": states(n)})
+    with open_dump(plain) as d:
+        assert d.version == 1 and d.marks is None and not d.mark("x1").marked
+        with h5py.File(plain) as f:
+            assert "returned_rows" not in f["samples"]
+
+    marked = tmp_path / "marked.h5"
+    w = DumpWriter(marked, Provenance(engine="test"), streams, shard_tokens=8)
+    w.add("a", list(range(5)), {"aux": states(5)})
+    w.add("b", list(range(6)), {"aux": states(6)}, SampleMark(6, (2, 6), 1))
+    w.abandon()  # a capture cut short: its shards stay for --resume
+    with DumpWriter(marked, Provenance(engine="test"), streams, shard_tokens=8, resume=True) as w:
+        assert w.done_ids == {"a", "b"}
+        w.add("c", list(range(7)), {"aux": states(7)}, SampleMark(7, (0, 7), 3))
+        w.add("d", list(range(4)), {"aux": states(4)})
+    with open_dump(marked) as d:
+        assert d.version == 2 and d.sample_ids == ["a", "b", "c", "d"]
+        assert [(d.mark(s).returned, d.mark(s).nonfinite_rows) for s in d.sample_ids] == [
+            ((0, 5), 0), ((2, 6), 1), ((0, 7), 3), ((0, 4), 0)]
+    with pytest.raises(ValueError, match="for 9 tokens"):
+        with DumpWriter(tmp_path / "x.h5", Provenance(), streams) as w:
+            w.add("a", list(range(5)), {"aux": states(5)}, SampleMark(9, (0, 9), 0))
