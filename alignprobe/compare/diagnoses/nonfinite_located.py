@@ -21,6 +21,8 @@ def located(f: Finding, where: dict, serve: Dump) -> None:
                   if marks.nonfinite[int(i)] > 0 and serve.sample_ids[int(i)] in listed]
         if marked:  # the engine itself returned these values (the capture kept them as returned)
             f.evidence["marked_at_capture"] = marked
+            f.fix += (" The capture marked these samples as the engine returned them: the serving engine "
+                      "computed these values, not the capture.")
     named = ", ".join(f"{s['sample_id']} ({s['rows']} row{'s' if s['rows'] != 1 else ''} at {s['positions']})"
                       for s in where["samples"][:NAMED])
     more = where["nonfinite_samples_total"] - min(NAMED, len(where["samples"]))
