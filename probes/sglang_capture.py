@@ -36,9 +36,9 @@ from alignprobe.dump import DumpWriter, Provenance
 from alignprobe.errors import BadInput
 from alignprobe.probes.dump_prompts import prompts_from_dump
 from alignprobe.probes.prompts import Prompt, load_prompts
+from alignprobe.probes.returned_rows import placed_rows, usable
 from alignprobe.probes.sglang_facts import (
     FLAG_HIDDEN_STATES,
-    FLAGS_FULL_ROWS,
     ModelFacts,
     ServerFacts,
     WidthClaim,
@@ -137,6 +137,7 @@ def capture_from_backend(
         todo = [p for p in source.prompts if p.sample_id not in writer.done_ids]
         bar = progress_bar(len(source.prompts), len(source.prompts) - len(todo), progress, unit="prompt", desc="capture sglang")
         last_flush = time.monotonic()
+        usable_samples = len(source.prompts) - len(todo)  # on resume, the samples done are not re-judged
         # Threads only send requests and read answers (socket reads release the GIL); decoding is CPU
         # work under the GIL, so it stays here, one answer at a time: two threads decoding at once
         # were slower than one (benchmarks/sglang_capture_throughput.py).
@@ -148,11 +149,22 @@ def capture_from_backend(
                 rows = first_rows if prompt is first else prefill_rows(decode(answer), prompt, backend.where,
                                                                       max_new_tokens)
                 _check_row(rows, prompt, width, dtype, backend.where)
-                writer.add(prompt.sample_id, prompt.token_ids, {STREAM: rows})
+                rows, mark = placed_rows(rows, len(prompt.token_ids), backend.where, prompt.sample_id,
+                                         "a server bug: capture again")
+                usable_samples += usable(mark)
+                writer.add(prompt.sample_id, prompt.token_ids, {STREAM: rows}, mark if mark.marked else None)
                 bar.update(1)
                 if time.monotonic() - last_flush >= FLUSH_EVERY_S:
                     writer.flush()
                     last_flush = time.monotonic()
+            if not usable_samples:
+                # Kept-and-marked samples serve a comparison; a capture of nothing but NaN placeholders
+                # and non-finite rows serves none: refuse it here rather than write it.
+                raise BadInput(
+                    f"{backend.where}: no sample came back with a finite row of hidden states (all {len(todo)} "
+                    "NaN/Inf or without rows): nothing to compare; check the server (fp16 overflow, a broken "
+                    f"kernel), then capture again into a new --out (or delete {writer.partial_dir}/)"
+                )
         finally:
             bar.close()
     return os.fspath(out_path)
@@ -193,7 +205,10 @@ def _in_order(todo, first, ask, in_flight):
 
 
 def prefill_rows(response: Any, prompt: Prompt, where: str, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> np.ndarray:
-    """The prefill element of ``meta_info["hidden_states"]`` as float32 ``[len(prompt), width]``."""
+    """The prefill element of ``meta_info["hidden_states"]`` as float32 ``[rows, width]``, as returned.
+
+    ``rows`` is ``len(prompt)``, or fewer when the server computed only a suffix (radix cache, chunked
+    prefill); NaN / Inf values stay. The capture places and marks them (probes/returned_rows.py)."""
     if isinstance(response, list) and len(response) == 1:
         response = response[0]  # a batch of one
     meta = response.get("meta_info") if isinstance(response, dict) else None
@@ -227,29 +242,32 @@ def prefill_rows(response: Any, prompt: Prompt, where: str, max_new_tokens: int 
             "expected [tokens, width]"
         )
     n = len(prompt.token_ids)
-    if rows.shape[0] < n:
-        cached = meta.get("cached_tokens")
-        cause = (
-            f"{cached} of its tokens came from the radix cache" if isinstance(cached, int) and cached > 0
-            else "the radix cache or chunked prefill kept the rest"
-        )
-        raise BadInput(
-            f"{where}: sample {prompt.sample_id!r} got hidden states for {rows.shape[0]} of its {n} prompt tokens "
-            f"({cause}); relaunch the server with {FLAGS_FULL_ROWS}, then capture again (--resume keeps the rest)"
-        )
     if rows.shape[0] > n:
+        # SGLang slices len(origin_input_ids) rows per request: more cannot be this prompt's rows alone
         raise BadInput(
             f"{where}: sample {prompt.sample_id!r} got {rows.shape[0]} prefill rows for {n} prompt tokens; "
             "the server's hidden states do not line up with the prompt"
         )
-    if not np.isfinite(rows).all():
-        raise BadInput(f"{where}: the hidden states of sample {prompt.sample_id!r} hold NaN or infinite values")
+    # Fewer rows than tokens (a radix-cache hit, chunked prefill) and NaN/Inf rows are kept as returned
+    # and marked (probes/returned_rows.py): the comparison says where they are.
     return rows
 
 
 def exact_dtype(rows: np.ndarray) -> str:
-    """The narrowest dump dtype that holds every value exactly (JSON floats carry no dtype)."""
-    bits = np.ascontiguousarray(rows, dtype=np.float32).view(np.uint32)
+    """The narrowest dump dtype that holds every value exactly (JSON floats carry no dtype).
+
+    Rows with no finite value tell nothing: float32, which holds whatever comes later."""
+    return _finite_dtype(rows) or "float32"
+
+
+def _finite_dtype(rows: np.ndarray) -> str | None:
+    """:func:`exact_dtype` of the finite values (every dtype holds NaN and Inf); None without any."""
+    rows = np.asarray(rows, dtype=np.float32)
+    if not np.isfinite(rows).all():
+        rows = rows[np.isfinite(rows)]
+        if not rows.size:
+            return None
+    bits = np.ascontiguousarray(rows).view(np.uint32)
     if not (bits & 0xFFFF).any():
         return "bfloat16"
     if np.array_equal(rows.astype(np.float16).astype(np.float32), rows):
@@ -270,7 +288,7 @@ def _check_row(rows: np.ndarray, prompt: Prompt, width: WidthClaim, dtype: str, 
             f"{where}: sample {prompt.sample_id!r} came back {rows.shape[1]} wide, the first was {width.width}; "
             "did the server restart with other settings mid-capture?"
         )
-    if dtype != "float32" and exact_dtype(rows) not in _NARROWER_OR_SAME[dtype]:
+    if dtype != "float32" and _finite_dtype(rows) not in _NARROWER_OR_SAME[dtype] + (None,):
         raise BadInput(
             f"{where}: sample {prompt.sample_id!r} holds values that {dtype} cannot store exactly; "
             "the server's dtype changed mid-capture: capture again into a new file"

@@ -27,6 +27,10 @@ class _Answer(msgspec.Struct):
 
 _ANSWER = msgspec.json.Decoder(Union[_Answer, list[_Answer]])
 _ROWS = msgspec.json.Decoder(list[Union[list[float], float]])  # [tokens][width], or [width] for one token
+# SGLang answers through orjson, which writes NaN and +-Inf as null (measured with the sglang venv's
+# orjson: [nan, inf, 1.0] -> [null,null,1.0]): rows holding null are read again, null as NaN. Only
+# answers that hold a null pay for this second, slower decode.
+_ROWS_WITH_NULLS = msgspec.json.Decoder(list[Union[list[Optional[float]], Optional[float]]])
 
 
 class NotAnAnswer(ValueError):
@@ -52,9 +56,20 @@ def decode_generate(content: bytes) -> Any:
         raise NotAnAnswer("no meta_info")
     states = meta.hidden_states
     if states:
-        try:
-            first = np.asarray(_ROWS.decode(states[0]), dtype=np.float32)
-        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):  # ValueError: ragged rows
-            first = None  # prefill_rows names the bad shape
-        states = [first]
+        states = [_prefill(states[0])]
     return {"meta_info": {"hidden_states": states, "cached_tokens": meta.cached_tokens}}
+
+
+def _prefill(raw: msgspec.Raw) -> np.ndarray | None:
+    """The prefill rows as float32, null read as NaN; None when they are not rows of numbers."""
+    try:
+        return np.asarray(_ROWS.decode(raw), dtype=np.float32)
+    except msgspec.ValidationError:
+        pass  # perhaps a null (a NaN or Inf on the server); anything else fails again below
+    except (msgspec.DecodeError, ValueError, RecursionError):  # ValueError: ragged rows
+        return None  # prefill_rows names the bad shape
+    try:
+        rows = _ROWS_WITH_NULLS.decode(raw)
+        return np.asarray(rows, dtype=object).astype(np.float32)  # None -> nan
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError, RecursionError):
+        return None

@@ -35,9 +35,11 @@ from alignprobe.dump.schema import FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINA
 from alignprobe.errors import BadInput, first_line
 from alignprobe.probes.dump_prompts import prompts_from_dump
 from alignprobe.probes.prompts import Prompt, content_ids
+from alignprobe.probes.returned_rows import placed_rows, usable
 
 ENGINE = "vllm"
 KEY_STATES, KEY_TOKENS = "hidden_states", "token_ids"
+FIX_ROWS = "a file of another request, or a connector bug: capture again"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +77,11 @@ def read_states(path: str, num_tokens: int, num_ids: int) -> torch.Tensor:
         states = f.get_tensor(KEY_STATES)
     if states.ndim != 3:
         raise BadInput(f"{path}: hidden_states has shape {tuple(states.shape)}, expected [S, L, H]")
-    if states.shape[0] != num_tokens:
+    if states.shape[0] > num_tokens:
+        # which row is which token cannot be told: nothing of the file can be compared
         raise BadInput(f"{path}: hidden_states has {states.shape[0]} rows for {num_tokens} token ids")
+    # Fewer rows (a prefix-cache hit: the connector gets the rows of the tokens computed) are kept,
+    # placed at the end and marked, as are NaN / Inf rows (probes/returned_rows.py).
     if states.shape[1] != num_ids:
         raise BadInput(
             f"{path}: hidden_states holds {states.shape[1]} layers but {num_ids} layer ids were given: "
@@ -165,6 +170,7 @@ def capture_vllm_files(
 
     with DumpWriter(out_path, record, streams, resume=resume, overwrite=overwrite) as writer:
         todo = [(sid, e) for sid, e in zip(sample_ids, entries) if sid not in writer.done_ids]
+        usable_samples = len(entries) - len(todo)  # on resume, the files done are not re-judged
         bar = progress_bar(len(entries), len(entries) - len(todo), progress, unit="file", desc="capture vllm")
         try:
             for sid, entry in todo:
@@ -174,11 +180,28 @@ def capture_vllm_files(
                         f"{entry.path}: hidden_states is [.., {states.shape[2]}] {states.dtype}, the first file was "
                         f"[.., {first.shape[2]}] {first.dtype}; the folder mixes runs"
                     )
-                writer.add(sid, entry.token_ids, {name: _flatten(states, idx) for name, idx in slices})
+                placed = {name: placed_rows(_flatten(states, idx), len(entry.token_ids), entry.path, sid, FIX_ROWS)
+                          for name, idx in slices}
+                mark = next(iter(placed.values()))[1]
+                if any(m.nonfinite_rows for _, m in placed.values()):  # a row bad in any stream counts
+                    mark = dataclasses.replace(mark, nonfinite_rows=_nonfinite_rows(states))
+                usable_samples += usable(mark)
+                writer.add(sid, entry.token_ids, {name: rows for name, (rows, _) in placed.items()},
+                           mark if mark.marked else None)
                 bar.update(1)
+            if not usable_samples:
+                raise BadInput(
+                    f"none of the {len(todo)} files holds a finite row of hidden states (all NaN/Inf or empty): "
+                    f"nothing to compare; check the server, then capture again (or delete {writer.partial_dir}/)"
+                )
         finally:
             bar.close()
     return os.fspath(out_path)
+
+
+def _nonfinite_rows(states: torch.Tensor) -> int:
+    # [S, L, H]: a token whose row holds a NaN or Inf in any layer
+    return int((~states.isfinite()).flatten(1).any(dim=1).sum())
 
 
 def _flatten(states: torch.Tensor, positions: list[int]) -> torch.Tensor:

@@ -59,6 +59,9 @@ class FakeOptions:
     # (0.5.23): aux capture without a draft; the server then reports speculative_algorithm None.
     aux_capture_only: bool = False
     aux_capture_ids: list[int] | None = None
+    # prompt length -> (positions, column range) whose values the server computes as NaN: they go out as
+    # null, which is how SGLang's orjson writes NaN and Inf (orjson.dumps([nan, inf]) == b"[null,null]")
+    nan_values: dict[int, tuple[list[int], tuple[int, int]]] = dataclasses.field(default_factory=dict)
 
 
 class FakeSGLang:
@@ -165,7 +168,13 @@ class FakeSGLang:
         if body.get("return_hidden_states") and max_new == 0:
             meta["hidden_states"] = []  # what a real 0.5.23 answers (REAL_ENGINES.md): no prefill rows either
         elif body.get("return_hidden_states"):
-            hidden = [rows[start:].float().tolist()]
+            prefill = rows.float().clone()
+            positions, (c0, c1) = o.nan_values.get(len(ids), ([], (0, 0)))
+            for p in positions:
+                prefill[p, c0:c1] = float("nan")
+            hidden = [prefill[start:].tolist()]
+            if positions:
+                hidden = [[[None if v != v else v for v in row] for row in hidden[0]]]
             seq = list(ids)
             for step in range(max_new):
                 with torch.no_grad():

@@ -53,7 +53,19 @@ CASES = {
     "duplicate ids": (lambda f: replace(f, "samples/ids", np.array([b"a", b"a", b"b"])), "duplicate ids"),
     "bad dtype claim": (lambda f: f["streams/aux"].attrs.__setitem__("dtype", "float32"), "stored as uint16"),
     "HF index out of range": (lambda f: f["streams/final"].attrs.__setitem__("hf_indices", np.array([99])), "outside"),
+    # the marks of samples kept as an engine returned them (dump/marks.py)
+    "marks half there": (lambda f: f.__setitem__("samples/nonfinite_rows", np.zeros(3, np.int64)), "marks come as a pair"),
+    "marks past the sample": (lambda f: _marks(f, [[0, 6], [0, 10], [0, 4]], [0, 0, 0]), "rows [0, 10)"),
+    "marks count too many NaN rows": (lambda f: _marks(f, [[0, 6], [3, 9], [0, 4]], [0, 7, 0]), "7 non-finite"),
+    "marks of the wrong shape": (lambda f: _marks(f, [0, 6, 0], [0, 0, 0]), "[samples, 2] integers"),
+    "marks of floats": (lambda f: _marks(f, [[0.5, 6], [0, 9], [0, 4]], [0, 0, 0]), "[samples, 2] integers"),
+    "marks for other samples": (lambda f: _marks(f, [[0, 6], [0, 9]], [0, 0]), "for 3 samples"),
 }
+
+
+def _marks(f, returned, nonfinite):
+    f["samples/returned_rows"] = np.array(returned)
+    f["samples/nonfinite_rows"] = np.array(nonfinite, dtype=np.int64)
 
 
 def run_inspect(path, *extra):

@@ -151,9 +151,19 @@ def test_same_dump_swapped_dumps_and_nan_rows(arch):
     r = compare(p["clean"], p["train"])  # the vLLM capture passed as training, the extraction as serving
     f = r.finding("dumps_swapped")
     assert f is not None and f.severity == "error" and "swapped" in f.title
-    nan = result(arch, "nan_rows").finding("nonfinite")
-    where = nan.evidence["where_sampled"]
-    assert where and all(w["sample_id"].startswith("prompt-") and w["position"] >= 0 for w in where)
+    r = result(arch, "nan_rows")
+    nan = r.finding("nonfinite")
+    where = nan.evidence["locations"]  # over every row of the pass: the planted flat rows, each one
+    from alignprobe.demo.scenarios import NAN_EVERY
+    from alignprobe.dump import open_dump
+
+    with open_dump(r.serve_path) as serve:
+        planted_rows = serve.num_tokens // NAN_EVERY
+        assert nan.evidence["nonfinite_rows_total"] == planted_rows
+        assert len(where) == min(20, planted_rows)
+        for w in where:
+            assert (serve.span(w["sample_id"])[0] + w["position"]) % NAN_EVERY == NAN_EVERY - 1
+            assert w["side"] == "serve" and w["value"] == "NaN" and len(w["slices"]) == 3
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -271,26 +271,31 @@ def test_timeouts_are_retried_with_a_bound(model, train_dump, tmp_path):
         assert os.path.exists(out)
 
 
-def test_radix_cache_short_rows_name_the_flags_and_resume_finishes(model, prompts, tmp_path):
-    # s5 shares its first 9 tokens with s0: a radix-cache hit returns rows for the suffix only.
+def test_radix_cache_short_rows_are_kept_at_their_positions_and_marked(model, prompts, tmp_path):
+    # s5 shares its first 9 tokens with s0: a radix-cache hit returns rows for the suffix only; the
+    # capture keeps them at positions 9-11 and marks the sample (tests/test_bad_rows.py: the comparison)
     shared = prompts + [Prompt("s5", prompts[0].token_ids[:9] + [1, 2, 3])]
     out = tmp_path / "serve.h5"
     with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3", radix_cache=True)) as server:
-        with pytest.raises(BadInput, match=r"3 of its 12 prompt tokens \(9 of its tokens came from the radix cache\)"
-                                           r".*--disable-radix-cache --chunked-prefill-size -1"):
-            capture_sglang(server.url, shared, out, progress=False)
-    assert os.path.isdir(f"{out}.partial")  # what was captured is kept
-    with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3")) as server:
-        capture_sglang(server.url, shared, out, resume=True, progress=False)
-        assert server.generate_calls == 2  # the claim probe (s0) and s5 only
+        capture_sglang(server.url, shared, out, progress=False)
+        whole = server.rows_for(shared[-1].token_ids).numpy()
     with open_dump(out) as serve:
         assert serve.sample_ids == [p.sample_id for p in shared]
+        mark = serve.mark("s5")
+        assert (mark.returned, mark.rows_returned, mark.nonfinite_rows) == ((9, 12), 3, 0)
+        rows = serve.states("s5", "hidden_states")
+        assert np.isnan(rows[:9]).all()
+        np.testing.assert_allclose(rows[9:], whole[9:], atol=2e-5)
+        assert list(serve.marks.marked_indices()) == [5]
 
 
 def test_chunked_prefill_short_rows(model, train_dump, tmp_path):
     with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3", chunked_prefill_size=8)) as server:
-        with pytest.raises(BadInput, match="got hidden states for 8 of its 24 prompt tokens.*--chunked-prefill-size -1"):
-            _capture(server, train_dump, tmp_path / "serve.h5")
+        out = _capture(server, train_dump, tmp_path / "serve.h5")
+    with open_dump(out) as serve:  # chunks of 8 tokens: only the last chunk's rows come back
+        returned = {sid: serve.mark(sid).returned for sid in serve.sample_ids}
+        assert returned == {"s0": (16, 24), "s1": (8, 9), "s2": (16, 17), "s3": (0, 5), "s4": (8, 12)}
+        assert not serve.mark("s3").marked
 
 
 def test_width_that_is_not_a_multiple_of_the_hidden_size(model, prompts, tmp_path):
@@ -396,11 +401,11 @@ def test_shards_are_written_while_capturing_so_kill_9_loses_little(model, prompt
     import alignprobe.probes.sglang_capture as sglang_capture
 
     monkeypatch.setattr(sglang_capture, "FLUSH_EVERY_S", 0.0)
-    shared = prompts + [Prompt("s5", prompts[0].token_ids[:9] + [1, 2, 3])]
+    rejected = prompts + [Prompt("s5", [])]  # the server answers HTTP 400 for an empty prompt
     out = tmp_path / "serve.h5"
-    with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3", radix_cache=True)) as server:
-        with pytest.raises(BadInput, match="radix cache"):
-            capture_sglang(server.url, shared, out, progress=False)
+    with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3")) as server:
+        with pytest.raises(BadInput, match="HTTP 400"):
+            capture_sglang(server.url, rejected, out, progress=False)
     shards = sorted(f for f in os.listdir(f"{out}.partial") if f.startswith("shard-"))
     assert len(shards) == len(prompts)  # one per prompt, written before the failure
 

@@ -45,6 +45,7 @@ def capture_sglang_command(url, engine_model, tokens_from, prompts_path, out_pat
                            retries, resume, force, quiet) -> None:
     """Capture what SGLang feeds the drafter: /generate with return_hidden_states, prefill only."""
     from alignprobe.dump import open_dump
+    from alignprobe.dump.marks import summary_line
 
     if (url is None) == (engine_model is None):
         raise BadInput("give exactly one of --url (a running server) or --engine-model (offline sglang.Engine)")
@@ -77,3 +78,9 @@ def capture_sglang_command(url, engine_model, tokens_from, prompts_path, out_pat
         claim = dump.streams["hidden_states"]
         means = dump.provenance.capture.get("width_means", "")
         click.echo(f"wrote {path} ({dump.num_samples} samples): hidden_states claims HF{list(claim.hf_indices)}; {means}")
+        marked = summary_line(dump.sample_ids, dump.marks)
+        if marked:
+            from alignprobe.probes.sglang_facts import FLAGS_FULL_ROWS
+
+            short = len(dump.marks.short_indices())
+            click.echo(marked + (f"; for whole rows relaunch the server with {FLAGS_FULL_ROWS}" if short else ""), err=True)

@@ -47,6 +47,7 @@ def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir
                          stream_role, timeout, resume, force, quiet) -> None:
     """Capture what vLLM's extract_hidden_states writes: [S, L, H] per request, split into aux and final."""
     from alignprobe.dump import open_dump
+    from alignprobe.dump.marks import summary_line
     from alignprobe.probes.vllm_files import capture_vllm_files
 
     if sum(x is not None for x in (from_dir, url, offline_model)) != 1:
@@ -94,6 +95,10 @@ def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir
         skipped = dump.provenance.capture.get("files_skipped_no_matching_prompt") or 0
         note = f"; skipped {skipped} files whose tokens match no prompt" if skipped else ""
         click.echo(f"wrote {path} ({dump.num_samples} samples): {parts}{note}")
+        marked = summary_line(dump.sample_ids, dump.marks)
+        if marked:
+            short = len(dump.marks.short_indices())
+            click.echo(marked + ("; for whole rows run vLLM with --no-enable-prefix-caching" if short else ""), err=True)
 
 
 def _prompts(tokens_from, prompts_path):

@@ -23,6 +23,7 @@ from alignprobe.compare.diagnoses.tokens import token_findings
 from alignprobe.compare.explaining import explain_plans
 from alignprobe.compare.kernels import Kernels, kernels_for
 from alignprobe.compare.mapping import sample_rows
+from alignprobe.compare.nonfinite_where import NonfiniteWhere
 from alignprobe.compare.pairing import pair_samples
 from alignprobe.compare.plan import plan_streams, train_geometry
 from alignprobe.compare.policy import Policy, resolve_policy
@@ -99,15 +100,16 @@ def compare(
         # waits on its reads most of the time), so they cost the comparison little wall time.
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-explain") as pool:
             explaining = pool.submit(explain_plans, tr, sv, plans, segments, num_layers, policy)
+            nonfinite = NonfiniteWhere(segments)  # where NaN / Inf rows are, over every row of the pass
             comparisons, found = feeding.run_searches(
                 tr, sv, plans, searches,
                 lambda fed: streaming.measure(tr, sv, measured, segments, hidden_size, block_bytes, kernels, population,
-                                              fed, progress),
+                                              fed, progress, nonfinite),
                 policy.mapping_tie_cosine,
             )
-            explained, nonfinite_where = explaining.result()
+            explained, _ = explaining.result()  # its NaN rows are the sampled ones; the pass saw them all
         diagnosis = diagnose(tr, sv, plans, found, comparisons, segments, findings, policy, hidden_size, num_layers,
-                             sampled_run, tokens.compared_samples, notes, explained, nonfinite_where)
+                             sampled_run, tokens.compared_samples, notes, explained, nonfinite)
         multiplier = diagnosis.multiplier
         return CompareResult(
             verdict=diagnosis.verdict,

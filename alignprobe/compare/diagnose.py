@@ -17,7 +17,10 @@ from alignprobe.compare.diagnoses.engine_fix import eagle3_fix
 from alignprobe.compare.diagnoses.explained import CONTRADICTED, REPLACED, SAME_INDEX, explanation_findings, merged
 from alignprobe.compare.diagnoses.inputs import dtype_findings, same_dump_findings, swapped_findings
 from alignprobe.compare.diagnoses.layout import Layout, layout_findings, width_findings
+from alignprobe.compare.diagnoses.nonfinite_located import located
 from alignprobe.compare.diagnoses.numeric import numeric_findings
+from alignprobe.compare.diagnoses.short_rows import short_row_findings
+from alignprobe.compare.nonfinite_where import NonfiniteWhere
 from alignprobe.compare.pairing import Segment
 from alignprobe.compare.plan import StreamPlan
 from alignprobe.compare.policy import Policy
@@ -39,12 +42,13 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
              comparisons: list[StreamComparison], segments: list[Segment], findings: list[Finding],
              policy: Policy, hidden_size: int, num_layers: int, sampled_run: bool, compared_samples: int,
              notes: list[str], explained_by_stream: dict[str, list[SliceExplanation]],
-             nonfinite_where: list[dict]) -> Diagnosis:
+             nonfinite_where: NonfiniteWhere) -> Diagnosis:
     """``findings`` holds the token findings already; the rest are added here."""
     findings = list(findings)
     findings += same_dump_findings(train, serve, comparisons, policy)
     findings += swapped_findings(train, serve, policy)
     findings += dtype_findings(train, serve, policy)
+    findings += short_row_findings(train, serve, policy)
     train_prov, serve_prov = dataclasses.asdict(train.provenance), dataclasses.asdict(serve.provenance)
     reads_aux = any(p.role == ROLE_DRAFTER_INPUT and len(p.expected) > 1 for p in plans)
     mappings, layouts, explanations = [], {}, []
@@ -101,8 +105,8 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
         numeric = numeric_findings(comparison, ok, policy, train_prov, serve_prov)
         named = replaced.get(comparison.serve_stream)
         for f in numeric:
-            if f.code == "nonfinite" and nonfinite_where:
-                f.evidence["where_sampled"] = [w for w in nonfinite_where if w["stream"] == comparison.serve_stream]
+            if f.code == "nonfinite":
+                located(f, nonfinite_where.evidence(comparison.serve_stream), serve)
         drifting = [e for e in explanations if e.serve_stream == comparison.serve_stream and e.winner.name == "drift"]
         for f in numeric:  # the drift explanation's signature (position / depth / dtype) joins the drift finding
             if f.code == "numeric_drift" and drifting:

@@ -109,18 +109,23 @@ class SliceAccumulator:
         of samples numbered ``samples`` ``[n]`` (needed when the accumulator keeps per-sample sums)."""
         self.add(row_terms(a, b), positions, samples)
 
-    def add(self, terms: RowTerms, positions: np.ndarray, samples: np.ndarray | None = None) -> None:
-        """Add the rows whose per-row terms (from any device's kernels) are ``terms``: see :meth:`update`."""
+    def add(self, terms: RowTerms, positions: np.ndarray, samples: np.ndarray | None = None) -> np.ndarray | None:
+        """Add the rows whose per-row terms (from any device's kernels) are ``terms``: see :meth:`update`.
+
+        Returns the mask of the rows left out for a NaN or Inf on either side, None when there are none
+        (the pass locates those rows: compare/nonfinite_where.py)."""
         _add_health(self.train_health, _health(terms.nan_a, terms.inf_a, terms.aa, terms.const_a))
         _add_health(self.serve_health, _health(terms.nan_b, terms.inf_b, terms.bb, terms.const_b))
         aa, bb, dd, dmax = terms.aa, terms.bb, terms.dd, terms.dmax
         keep = ~(terms.nan_a | terms.inf_a | terms.nan_b | terms.inf_b)
+        left_out = None
         if not keep.all():
+            left_out = ~keep
             self.excluded += int(len(keep) - keep.sum())
             aa, bb, dd, dmax, positions = aa[keep], bb[keep], dd[keep], dmax[keep], positions[keep]
             samples = samples[keep] if samples is not None else None
         if not len(aa):
-            return
+            return left_out
         cos = token_cosine(aa, bb, dd)
         self.tokens += len(aa)
         self.sum_aa += float(aa.sum())
@@ -139,6 +144,7 @@ class SliceAccumulator:
         if self.per_sample is not None:
             self._add_per_sample(samples, cos, aa, dd)
         self._keep_sample(cos)
+        return left_out
 
     def _add_per_sample(self, samples: np.ndarray, cos: np.ndarray, aa: np.ndarray, dd: np.ndarray) -> None:
         # A block spans a few consecutive samples: count over that range only, not over all samples.

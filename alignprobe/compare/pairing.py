@@ -116,6 +116,7 @@ def pair_samples(
                 if tokenizer is None and load_tokenizer is not None and al.kind == "divergent":
                     tokenizer, load_tokenizer = load_tokenizer(), None
                 check.issues.append(_issue(sid, al, t_ids, s_ids, tokenizer))
+        al = _returned_only(al, _returned(train, sid), _returned(serve, sid))
         if al.length <= 0:
             continue
         check.alignable_samples += 1
@@ -127,6 +128,27 @@ def pair_samples(
     check.compared_samples = len(segments)
     check.aligned_tokens = sum(seg.length for seg in segments)
     return check, segments
+
+
+def _returned(dump: Dump, sid: str) -> tuple[int, int] | None:
+    """The rows ``[start, stop)`` of a sample the engine returned; the others are NaN placeholders of a
+    short sample (dump/marks.py), left out of every comparison (diagnoses/short_rows.py names them).
+    None for a dump without marks: every row was returned."""
+    if getattr(dump, "marks", None) is None:  # getattr: a dump-like reader without marks
+        return None
+    return dump.mark(sid).returned
+
+
+def _returned_only(al: Alignment, train: tuple[int, int] | None, serve: tuple[int, int] | None) -> Alignment:
+    """``al`` cut to the rows both sides returned (a short sample keeps its suffix, the rows computed)."""
+    first, last = 0, al.length  # aligned row i is train row train_offset + i, serve row serve_offset + i
+    for returned, offset in ((train, al.train_offset), (serve, al.serve_offset)):
+        if returned is not None:
+            first, last = max(first, returned[0] - offset), min(last, returned[1] - offset)
+    if (first, last) == (0, al.length):
+        return al
+    return dataclasses.replace(al, train_offset=al.train_offset + first, serve_offset=al.serve_offset + first,
+                               length=max(0, last - first))
 
 
 def _within_budget(segments: list[Segment], max_tokens: int) -> list[Segment]:

@@ -15,6 +15,7 @@ from alignprobe.compare.feeding import feed, window_pieces
 from alignprobe.compare.kernels import Kernels
 from alignprobe.compare.mapping import MappingSums
 from alignprobe.compare.metrics import SliceAccumulator
+from alignprobe.compare.nonfinite_where import FlaggedPair, NonfiniteWhere
 from alignprobe.compare.pairing import Segment
 from alignprobe.compare.plan import StreamPlan
 from alignprobe.compare.result import SliceMetrics, StreamComparison
@@ -59,10 +60,12 @@ def measure(
     population: int | None = None,
     mapping: list[MappingSums] = (),
     progress: Callable[[int, int], None] | None = None,
+    nonfinite: NonfiniteWhere | None = None,
 ) -> list[StreamComparison]:
     """The streaming pass. ``population``: samples the compared ones were chosen from, when rows were
     left out: each row then carries its sample's number, for the standard errors. ``mapping``:
-    searches whose streams the pass reads: each is fed the rows of its windows from the blocks."""
+    searches whose streams the pass reads: each is fed the rows of its windows from the blocks.
+    ``nonfinite``: told where the rows holding NaN or Inf are (only blocks that have one)."""
     max_position = max((s.position + s.length for s in segments), default=1)
     per_sample = len(segments) if population is not None else 0
     pairs = [
@@ -133,8 +136,15 @@ def measure(
                  served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H])
                 for p in pairs
             ])
+            flagged = []
             for p, t in zip(pairs, terms):
-                p.acc.add(t, pos, samples)
+                left_out = p.acc.add(t, pos, samples)
+                if left_out is not None and nonfinite is not None:
+                    claim = train.streams[p.train_stream]
+                    flagged.append(FlaggedPair(p.plan.serve_stream, p.serve_slice, claim.slice_label(p.train_slice),
+                                               claim.hf_indices[p.train_slice], t, left_out))
+            if flagged:
+                nonfinite.add_block(v0, pos, flagged)
             if progress is not None:
                 rows_done += len(pos)
                 progress(rows_done, rows_total)

@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 
 from alignprobe.dump.encoding import STORAGE_DTYPE, encoding_of
-from alignprobe.dump.schema import FORMAT_NAME, FORMAT_VERSION, Provenance, StreamClaim
+from alignprobe.dump.schema import BASE_FORMAT_VERSION, FORMAT_NAME, Provenance, StreamClaim
 
 # About 1 MiB a chunk, one hidden-size slice wide: reading a block of tokens touches whole chunks,
 # and a reader that wants one slice (one HF index) of a wide stream touches only that slice's chunks.
@@ -47,7 +47,7 @@ def create_file(
     num_tokens = int(offsets[-1])
     f = h5py.File(path, "w", libver="latest")
     f.attrs["format"] = FORMAT_NAME
-    f.attrs["format_version"] = FORMAT_VERSION
+    f.attrs["format_version"] = BASE_FORMAT_VERSION  # 2 once marks are written (dump/marks.py)
     f.attrs["provenance"] = provenance.to_json()
     f.attrs["complete"] = False
     f.create_dataset("samples/ids", data=np.array(sample_ids, dtype=object), dtype=STR)

@@ -19,6 +19,7 @@ from alignprobe.dump.schema import (
     StreamClaim,
 )
 from alignprobe.dump import h5_access as h5
+from alignprobe.dump.marks import Marks, SampleMark, read_marks, whole
 from alignprobe.errors import BadInput, first_line
 from alignprobe.safe_paths import input_file
 
@@ -93,6 +94,8 @@ class Dump:
         self.sample_ids = [h5.as_text(s, "a sample id", f"{where}: /samples/ids") for s in self._guarded(lambda: ids[()])]
         self.offsets = np.asarray(self._guarded(lambda: offsets[()]), dtype=np.int64)
         self._check_offsets()
+        # samples kept as an engine returned them (NaN/Inf rows, short rows): None when there are none
+        self.marks: Marks | None = read_marks(f, self.offsets, where)
         self._index = {sid: i for i, sid in enumerate(self.sample_ids)}
         if len(self._index) != len(self.sample_ids):
             raise BadInput(f"{where}: /samples/ids holds duplicate ids")
@@ -192,6 +195,11 @@ class Dump:
         """Flat token range ``[start, stop)`` of a sample, by position or id."""
         i = self.index_of(sample) if isinstance(sample, str) else int(sample)
         return int(self.offsets[i]), int(self.offsets[i + 1])
+
+    def mark(self, sample: int | str) -> SampleMark:
+        """What the engine returned for a sample: the rows it returned, how many were not finite."""
+        i = self.index_of(sample) if isinstance(sample, str) else int(sample)
+        return self.marks.mark(i) if self.marks is not None else whole(self.sample_length(i))
 
     def sample_length(self, sample: int | str) -> int:
         start, stop = self.span(sample)

@@ -14,7 +14,9 @@ import sys
 from typing import Any
 
 FORMAT_NAME = "alignprobe.dump"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest version this reader reads
+# What a dump is written as: 1, unless some sample carries a mark (dump/marks.py: version 2)
+BASE_FORMAT_VERSION = 1
 
 # What HF[N] means inside one stream: the real HF[N] (after the final norm), or the output of
 # the last decoder layer before that norm (what vLLM and speculators call "the last hidden state").

@@ -20,6 +20,7 @@ import numpy as np
 
 from alignprobe.dump.encoding import is_tensor, to_storage
 from alignprobe.dump.layout import create_file
+from alignprobe.dump.marks import SampleMark, whole, write_marks
 from alignprobe.dump.reader import PARTIAL_SUFFIX, Dump
 from alignprobe.dump.schema import Provenance, StreamClaim
 from alignprobe.errors import BadInput
@@ -85,20 +86,26 @@ class DumpWriter(FinishOnExit):
             self._load_shards()
         else:
             atomic_write_text(os.path.join(self.partial_dir, MANIFEST), manifest)
-        self._buffer: list[tuple[str, np.ndarray, dict[str, np.ndarray]]] = []
+        self._buffer: list[tuple[str, np.ndarray, dict[str, np.ndarray], SampleMark | None]] = []
         self._buffered_tokens = 0
         self._pool = concurrent.futures.ThreadPoolExecutor(1) if background else None
         self._pending: list[concurrent.futures.Future] = []
 
     # -- public --------------------------------------------------------------------------------
 
-    def add(self, sample_id: str, token_ids, states: Mapping[str, "torch.Tensor | np.ndarray"]) -> None:
-        """Add one sample: its token ids ``[S]`` and, for every stream, states ``[S, width]``."""
+    def add(self, sample_id: str, token_ids, states: Mapping[str, "torch.Tensor | np.ndarray"],
+            mark: SampleMark | None = None) -> None:
+        """Add one sample: its token ids ``[S]`` and, for every stream, states ``[S, width]``.
+
+        ``mark``: what was wrong with the sample as the engine returned it (dump/marks.py), if anything.
+        """
         sample_id = str(sample_id)
         if sample_id in self.done_ids:
             raise ValueError(f"sample {sample_id!r} was already written")
         ids, stored = stored_sample(sample_id, token_ids, states, self.streams)
-        self._buffer.append((sample_id, ids, stored))
+        if mark is not None and mark.length != len(ids):
+            raise ValueError(f"the mark of {sample_id!r} is for {mark.length} tokens, the sample has {len(ids)}")
+        self._buffer.append((sample_id, ids, stored, mark))
         self.done_ids.add(sample_id)
         self._buffered_tokens += len(ids)
         if self._buffered_tokens >= self.shard_tokens:
@@ -207,12 +214,13 @@ def token_array(sample_id: str, token_ids) -> np.ndarray:
 
 
 def _write_shard(path: str, provenance: Provenance, streams, buffer) -> None:
-    offsets = np.cumsum([0] + [len(ids) for _, ids, _ in buffer])
+    offsets = np.cumsum([0] + [len(ids) for _, ids, _, _ in buffer])
     tmp = path + ".tmp"
-    with create_file(tmp, provenance, streams, [sid for sid, _, _ in buffer], offsets) as f:
-        f["tokens"][:] = np.concatenate([ids for _, ids, _ in buffer])
+    with create_file(tmp, provenance, streams, [sid for sid, _, _, _ in buffer], offsets) as f:
+        f["tokens"][:] = np.concatenate([ids for _, ids, _, _ in buffer])
         for name in streams:
-            f[f"streams/{name}"][:] = np.concatenate([st[name] for _, _, st in buffer])
+            f[f"streams/{name}"][:] = np.concatenate([st[name] for _, _, st, _ in buffer])
+        write_marks(f, [mark or whole(len(ids)) for _, ids, _, mark in buffer])
         f.attrs["complete"] = True
     os.replace(tmp, path)
 
@@ -220,10 +228,12 @@ def _write_shard(path: str, provenance: Provenance, streams, buffer) -> None:
 def _merge(shards: list[str], out: str, provenance: Provenance, streams) -> None:
     sample_ids: list[str] = []
     lengths: list[np.ndarray] = []
+    marks: list[SampleMark] = []
     for shard in shards:
         with Dump(shard) as d:
             sample_ids += d.sample_ids
             lengths.append(np.diff(d.offsets))
+            marks += [d.mark(i) for i in range(d.num_samples)]
     offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))])
     with create_file(out, provenance, streams, sample_ids, offsets) as f:
         at = 0
@@ -238,6 +248,7 @@ def _merge(shards: list[str], out: str, provenance: Provenance, streams) -> None
                         e = min(n, s + step)
                         dst[at + s : at + e] = src[s:e]
                 at += n
+        write_marks(f, marks)
         f.attrs["complete"] = True
 
 

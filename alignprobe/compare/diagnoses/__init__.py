@@ -41,6 +41,7 @@ DEFAULT_SEVERITY = {
     "same_dump": "error",
     "dumps_swapped": "error",
     "dtype_mismatch": "info",
+    "short_rows": "warn",  # samples the engine returned with fewer rows than tokens (dump marks)
 }
 
 
