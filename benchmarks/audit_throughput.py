@@ -94,6 +94,7 @@ print(json.dumps({"s": time.perf_counter() - t, "bytes": n, "rss_mb": peak()}))
 AUDIT = PEAK + """
 import json, sys, time
 import alignprobe
+from alignprobe.importers.files import load_torch_dict  # noqa: F401  torch imported before the clock, as raw does
 t = time.perf_counter()
 r = alignprobe.audit(sys.argv[1])
 print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak(), "verdict": r.verdict, "samples": r.samples}))

@@ -14,6 +14,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from alignprobe.audit.readahead import ReadAhead
 from alignprobe.audit.sample import AuditSample
 from alignprobe.audit.units import Unit
 from alignprobe.errors import BadInput
@@ -32,11 +33,13 @@ def iter_samples(unit: Unit) -> Iterator[AuditSample | Unreadable]:
     if unit.format == "dump":
         yield from _dump_samples(unit)
         return
-    for path in unit.files:
-        try:
-            yield _foreign_sample(unit, path)
-        except BadInput as exc:
-            yield Unreadable(path, str(exc))
+    with ReadAhead(unit.files) as ahead:
+        for i, path in enumerate(unit.files):
+            ahead.ready(i)  # in the page cache now; the next files are being read while this one is scanned
+            try:
+                yield _foreign_sample(unit, path)
+            except BadInput as exc:
+                yield Unreadable(path, str(exc))
 
 
 def _name(unit: Unit, path: str) -> str:
@@ -63,7 +66,7 @@ def _foreign_sample(unit: Unit, path: str) -> AuditSample:
         labels = [f"slice[{j}]" for j in range(states.shape[1])]
         return AuditSample(name, unit.source, tokens, None, {"hidden_states": states}, {"hidden_states": labels})
 
-    data = load_torch_dict(path, mmap=False)  # every byte is read: one sequential read beats page faults
+    data = load_torch_dict(path, mmap=True)  # mapped from the page cache ReadAhead filled: no copy
     layout = specforge.layout_of(data)
     if layout == "unknown" or "input_ids" not in data:
         raise BadInput(f"{path}: keys {sorted(data)} are neither SpecForge's nor EAGLE ge_data's")
