@@ -194,3 +194,44 @@ def test_an_empty_sample_is_named(clean, tmp_path):
               str(root / "hs_99.safetensors"))
     result = alignprobe.audit(root)
     assert result.codes() == ["empty_sample"] and result.samples == 41
+
+
+def test_template_split_names_the_smaller_side_on_any_number_of_units(tmp_path, monkeypatch):
+    # The marker in 10 of 40 samples: those 10 are named; in 30 of 40: the 10 that lack it are.
+    minority = make_samples(40, faults={"template": list(range(12, 22))})
+    majority = make_samples(40, faults={"template": [i for i in range(40) if not 12 <= i < 22]})
+    for name, samples, side in (("min", minority, "with"), ("maj", majority, "without")):
+        root = write_specforge(tmp_path / name, samples)
+        results = []
+        for files in (512, 6, 1):  # one unit, 7 units, 40 units
+            monkeypatch.setattr(audit_units, "UNIT_MAX_FILES", files)
+            split = next(f for f in alignprobe.audit(root).findings if f.code == "template_split")
+            results.append(split.evidence)
+        assert results[0] == results[1] == results[2], name
+        evidence = results[0]
+        assert evidence["minority"] == side and evidence["minority_samples"] == 10
+        named = [e["sample"] for e in evidence["examples"]]
+        assert [int(n.split("data_")[1].split(".")[0]) for n in named] == list(range(12, 20)), named
+
+
+def test_speculators_loss_mask_comes_from_the_prepare_data_dataset(tmp_path, small_units):
+    pytest.importorskip("pyarrow")
+    from audit_datasets import write_speculators_prepared
+
+    hs = write_speculators_prepared(tmp_path / "prepared", make_samples(40, faults=FAULTS))
+    result = alignprobe.audit(hs)
+    codes = set(result.codes())
+    assert {"padding_states", "empty_loss_mask", "loss_mask_coverage", "tokens_differ_from_dataset"} <= codes
+    assert named_samples(result, "padding_states") == {"hs_9.safetensors"}
+    assert named_samples(result, "empty_loss_mask") == {"hs_21.safetensors"}
+    differ = next(f for f in result.findings if f.code == "tokens_differ_from_dataset")
+    assert differ.evidence["samples"] == 1 and differ.evidence["padded"] == 1
+    assert not result.notes
+    # Without the dataset the audit says so in one note, and runs every other check.
+    bare = alignprobe.audit(write_speculators(tmp_path / "alone" / "hs", make_samples(40, faults=FAULTS)))
+    assert "empty_loss_mask" not in bare.codes() and len(bare.notes) == 1 and "prepare-data" in bare.notes[0]
+
+
+def test_a_dump_says_it_keeps_no_loss_mask(faulty):
+    notes = alignprobe.audit(faulty["dump"]).notes
+    assert len(notes) == 1 and "keep no loss mask" in notes[0]

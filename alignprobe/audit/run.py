@@ -8,6 +8,7 @@ import time
 from typing import Sequence
 
 from alignprobe.audit.checks import all_checks
+from alignprobe.audit.checks.loss_mask import notes as loss_mask_notes
 from alignprobe.audit.checks.norm_outliers import FIRST, robust_spread
 from alignprobe.audit.cluster import run_units
 from alignprobe.audit.journal import Journal
@@ -71,6 +72,7 @@ def audit(
         book.close()
     merged = merger.merged
     result = judge(merged, sources, policy, workers or 0, resumed)
+    result.notes += loss_mask_notes(merged["checks"]["loss_mask"])
     result.elapsed_s = time.perf_counter() - started
     if resumed:
         result.notes.append(f"resumed: {resumed} of {len(units)} units came from the journal {book.path}")
