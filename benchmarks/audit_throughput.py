@@ -141,16 +141,26 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--skip", default="", help="comma-separated: import,compare")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--folder", default=None,
+                        help="an existing folder this script wrote (kept): two trees measured on the same files")
+    parser.add_argument("--write-only", action="store_true", help="write the folder under --dir, print it, keep it")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="audit-bench-", dir=args.dir)
     skip = set(filter(None, args.skip.split(",")))
+    keep = args.folder is not None or args.write_only
     try:
-        folder = os.path.join(root, "specforge")
         t = time.perf_counter()
-        paths = write_specforge(folder, args.gb, args.hidden, args.tokens, args.gz_every)
+        if args.folder:
+            folder = args.folder
+            paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs if f.startswith("data_"))
+        else:
+            folder = os.path.join(root, "specforge")
+            paths = write_specforge(folder, args.gb, args.hidden, args.tokens, args.gz_every)
         size = sum(os.path.getsize(p) for p in paths)
-        print(f"wrote {len(paths)} files, {size / 1e9:.2f} GB on disk, H={args.hidden}, in {time.perf_counter() - t:.1f} s",
-              flush=True)
+        print(f"{'read' if args.folder else 'wrote'} {len(paths)} files, {size / 1e9:.2f} GB on disk, H={args.hidden}, "
+              f"in {time.perf_counter() - t:.1f} s: {folder}", flush=True)
+        if args.write_only:
+            return
         rows = []
 
         def measure(name, code, *argv, base=None):
@@ -180,7 +190,8 @@ def main() -> None:
                 measure("compare 2 dumps", COMPARE, dump, copy, "dumps", base=raw)
         print(json.dumps({"gb_on_disk": size, "files": len(paths), "hidden": args.hidden, "rows": rows}))
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
