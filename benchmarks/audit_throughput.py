@@ -96,7 +96,7 @@ import json, sys, time
 import alignprobe
 from alignprobe.importers.files import load_torch_dict  # noqa: F401  torch imported before the clock, as raw does
 t = time.perf_counter()
-r = alignprobe.audit(sys.argv[1])
+r = alignprobe.audit(sys.argv[1], **({"torch_threads": int(sys.argv[2])} if len(sys.argv) > 2 else {}))
 print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak(), "verdict": r.verdict, "samples": r.samples}))
 """
 
@@ -143,6 +143,8 @@ def main() -> None:
     parser.add_argument("--dir", default=None)
     parser.add_argument("--folder", default=None,
                         help="an existing folder this script wrote (kept): two trees measured on the same files")
+    parser.add_argument("--torch-threads", type=int, default=4,
+                        help="also measure a one-process audit whose reductions use this many torch threads (1: not)")
     parser.add_argument("--write-only", action="store_true", help="write the folder under --dir, print it, keep it")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="audit-bench-", dir=args.dir)
@@ -176,6 +178,8 @@ def main() -> None:
         raw = measure("raw torch.load", RAW, folder, "1")
         measure("raw 16 threads", RAW, folder, "16", base=raw)
         measure("audit (1 process)", AUDIT, folder, base=raw)
+        if args.torch_threads > 1:
+            measure(f"audit 1 proc {args.torch_threads} thr", AUDIT, folder, str(args.torch_threads), base=raw)
         for n in [int(w) for w in args.workers.split(",") if w]:
             measure(f"audit dask {n}", DASK, folder, str(n), base=raw)
         if "import" not in skip:
