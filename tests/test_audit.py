@@ -5,6 +5,7 @@ a killed audit resumes without reading finished units again."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import xml.etree.ElementTree as ET
 
@@ -107,14 +108,25 @@ def comparable(result):
 
 
 @pytest.mark.slow
-def test_a_local_cluster_of_two_gives_the_same_result(faulty, small_units):
+def test_a_local_cluster_of_two_gives_the_same_result(faulty, small_units, tmp_path):
     distributed = pytest.importorskip("distributed")
+    paths = dict(faulty)
+    if importlib.util.find_spec("pyarrow"):  # the loss mask from prepare-data's dataset, merged too
+        from audit_datasets import write_speculators_prepared
+
+        paths["prepared"] = write_speculators_prepared(tmp_path / "prepared", make_samples(40, faults=FAULTS))
+    # the marker in most samples: the samples that lack it are named, across units
+    majority = make_samples(40, faults={"template": [i for i in range(40) if not 12 <= i < 22], "nan": [3]})
+    paths["majority"] = write_specforge(tmp_path / "majority", majority)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
-        for layout in ("specforge", "speculators", "dump"):
-            here = alignprobe.audit(faulty[layout])
-            there = alignprobe.audit(faulty[layout], scheduler=cluster.scheduler_address)
+        for layout, path in paths.items():
+            here = alignprobe.audit(path)
+            there = alignprobe.audit(path, scheduler=cluster.scheduler_address)
             assert here.sources[0].units > 1 and here.verdict == "FAIL"
             assert comparable(here) == comparable(there), layout
+            assert here.notes == there.notes, layout
+            split = next(f for f in there.findings if f.code == "template_split")
+            assert len(split.evidence["examples"]) == 8 and split.evidence["minority_samples"] == 10, layout
     spawned = alignprobe.audit(faulty["dump"], workers=2)  # --workers: a LocalCluster of its own
     assert spawned.workers == 2 and comparable(spawned) == comparable(alignprobe.audit(faulty["dump"]))
 
