@@ -136,11 +136,11 @@ def test_a_killed_audit_resumes_without_reading_finished_units(faulty, small_uni
     fresh = alignprobe.audit(faulty["specforge"])
     real_scan, calls = audit_cluster.scan_unit, []
 
-    def dies_on_the_third(unit, *args):
+    def dies_on_the_third(unit, *args, **kwargs):
         if len(calls) == 2:
             raise KeyboardInterrupt
         calls.append(unit.key)
-        return real_scan(unit, *args)
+        return real_scan(unit, *args, **kwargs)
 
     monkeypatch.setattr(audit_cluster, "scan_unit", dies_on_the_third)
     with pytest.raises(KeyboardInterrupt):
@@ -149,7 +149,7 @@ def test_a_killed_audit_resumes_without_reading_finished_units(faulty, small_uni
     with open(journal, "a") as fh:
         fh.write('{"v": 1, "unit": "cut sh')  # the line a kill cut short
     read_again = []
-    monkeypatch.setattr(audit_cluster, "scan_unit", lambda unit, *a: read_again.append(unit.key) or real_scan(unit, *a))
+    monkeypatch.setattr(audit_cluster, "scan_unit", lambda unit, *a, **k: read_again.append(unit.key) or real_scan(unit, *a, **k))
     resumed = alignprobe.audit(faulty["specforge"], journal=journal)
     assert not set(read_again) & set(calls) and len(read_again) == fresh.sources[0].units - 2
     assert resumed.resumed_units == 2 and comparable(resumed) == comparable(fresh)
