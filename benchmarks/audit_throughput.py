@@ -94,8 +94,9 @@ print(json.dumps({"s": time.perf_counter() - t, "bytes": n, "rss_mb": peak()}))
 AUDIT = PEAK + """
 import json, sys, time
 import alignprobe
+from alignprobe.importers.files import load_torch_dict  # noqa: F401  torch imported before the clock, as raw does
 t = time.perf_counter()
-r = alignprobe.audit(sys.argv[1])
+r = alignprobe.audit(sys.argv[1], **({"torch_threads": int(sys.argv[2])} if len(sys.argv) > 2 else {}))
 print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak(), "verdict": r.verdict, "samples": r.samples}))
 """
 
@@ -140,16 +141,28 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--skip", default="", help="comma-separated: import,compare")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--folder", default=None,
+                        help="an existing folder this script wrote (kept): two trees measured on the same files")
+    parser.add_argument("--torch-threads", type=int, default=4,
+                        help="also measure a one-process audit whose reductions use this many torch threads (1: not)")
+    parser.add_argument("--write-only", action="store_true", help="write the folder under --dir, print it, keep it")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="audit-bench-", dir=args.dir)
     skip = set(filter(None, args.skip.split(",")))
+    keep = args.folder is not None or args.write_only
     try:
-        folder = os.path.join(root, "specforge")
         t = time.perf_counter()
-        paths = write_specforge(folder, args.gb, args.hidden, args.tokens, args.gz_every)
+        if args.folder:
+            folder = args.folder
+            paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs if f.startswith("data_"))
+        else:
+            folder = os.path.join(root, "specforge")
+            paths = write_specforge(folder, args.gb, args.hidden, args.tokens, args.gz_every)
         size = sum(os.path.getsize(p) for p in paths)
-        print(f"wrote {len(paths)} files, {size / 1e9:.2f} GB on disk, H={args.hidden}, in {time.perf_counter() - t:.1f} s",
-              flush=True)
+        print(f"{'read' if args.folder else 'wrote'} {len(paths)} files, {size / 1e9:.2f} GB on disk, H={args.hidden}, "
+              f"in {time.perf_counter() - t:.1f} s: {folder}", flush=True)
+        if args.write_only:
+            return
         rows = []
 
         def measure(name, code, *argv, base=None):
@@ -165,6 +178,8 @@ def main() -> None:
         raw = measure("raw torch.load", RAW, folder, "1")
         measure("raw 16 threads", RAW, folder, "16", base=raw)
         measure("audit (1 process)", AUDIT, folder, base=raw)
+        if args.torch_threads > 1:
+            measure(f"audit 1 proc {args.torch_threads} thr", AUDIT, folder, str(args.torch_threads), base=raw)
         for n in [int(w) for w in args.workers.split(",") if w]:
             measure(f"audit dask {n}", DASK, folder, str(n), base=raw)
         if "import" not in skip:
@@ -179,7 +194,8 @@ def main() -> None:
                 measure("compare 2 dumps", COMPARE, dump, copy, "dumps", base=raw)
         print(json.dumps({"gb_on_disk": size, "files": len(paths), "hidden": args.hidden, "rows": rows}))
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -99,3 +99,30 @@ def write_dump(path, samples):
                 continue
             writer.add(f"s{idx}", np.asarray(s["tokens"]), {"aux": s["aux"].reshape(len(s["aux"]), -1), "final": s["final"]})
     return str(path)
+
+
+def write_speculators_prepared(root, samples):
+    """speculators prepare-data + offline generation as 0.9 lays them out: the dataset (``save_to_disk``:
+    Arrow stream ``data-00000-of-00001.arrow``, ``state.json``) with ``input_ids``, ``loss_mask`` and
+    ``seq_len``, and ``hidden_states/hs_{row}.safetensors``. A sample planted with padding keeps its
+    real ids in the dataset while its states file holds the pad rows too."""
+    import json
+
+    import pyarrow as pa
+
+    ids, masks = [], []
+    for s in samples:
+        real = len(s["tokens"]) - s["pad"]
+        ids.append([int(t) for t in s["tokens"][:real]])
+        masks.append([int(m) for m in s["loss_mask"][:real]])
+    table = pa.table({"input_ids": pa.array(ids, type=pa.list_(pa.int64())),
+                      "loss_mask": pa.array(masks, type=pa.list_(pa.int64())),
+                      "seq_len": pa.array([len(i) for i in ids], type=pa.int64())})
+    os.makedirs(root, exist_ok=True)
+    with pa.OSFile(os.path.join(root, "data-00000-of-00001.arrow"), "wb") as sink:
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            for batch in table.to_batches(max_chunksize=16):  # several record batches, as datasets writes
+                writer.write_batch(batch)
+    with open(os.path.join(root, "state.json"), "w") as fh:
+        json.dump({"_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_fingerprint": "test"}, fh)
+    return write_speculators(os.path.join(root, "hidden_states"), samples)

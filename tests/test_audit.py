@@ -5,6 +5,7 @@ a killed audit resumes without reading finished units again."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import xml.etree.ElementTree as ET
 
@@ -107,14 +108,25 @@ def comparable(result):
 
 
 @pytest.mark.slow
-def test_a_local_cluster_of_two_gives_the_same_result(faulty, small_units):
+def test_a_local_cluster_of_two_gives_the_same_result(faulty, small_units, tmp_path):
     distributed = pytest.importorskip("distributed")
+    paths = dict(faulty)
+    if importlib.util.find_spec("pyarrow"):  # the loss mask from prepare-data's dataset, merged too
+        from audit_datasets import write_speculators_prepared
+
+        paths["prepared"] = write_speculators_prepared(tmp_path / "prepared", make_samples(40, faults=FAULTS))
+    # the marker in most samples: the samples that lack it are named, across units
+    majority = make_samples(40, faults={"template": [i for i in range(40) if not 12 <= i < 22], "nan": [3]})
+    paths["majority"] = write_specforge(tmp_path / "majority", majority)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
-        for layout in ("specforge", "speculators", "dump"):
-            here = alignprobe.audit(faulty[layout])
-            there = alignprobe.audit(faulty[layout], scheduler=cluster.scheduler_address)
+        for layout, path in paths.items():
+            here = alignprobe.audit(path)
+            there = alignprobe.audit(path, scheduler=cluster.scheduler_address)
             assert here.sources[0].units > 1 and here.verdict == "FAIL"
             assert comparable(here) == comparable(there), layout
+            assert here.notes == there.notes, layout
+            split = next(f for f in there.findings if f.code == "template_split")
+            assert len(split.evidence["examples"]) == 8 and split.evidence["minority_samples"] == 10, layout
     spawned = alignprobe.audit(faulty["dump"], workers=2)  # --workers: a LocalCluster of its own
     assert spawned.workers == 2 and comparable(spawned) == comparable(alignprobe.audit(faulty["dump"]))
 
@@ -124,11 +136,11 @@ def test_a_killed_audit_resumes_without_reading_finished_units(faulty, small_uni
     fresh = alignprobe.audit(faulty["specforge"])
     real_scan, calls = audit_cluster.scan_unit, []
 
-    def dies_on_the_third(unit, *args):
+    def dies_on_the_third(unit, *args, **kwargs):
         if len(calls) == 2:
             raise KeyboardInterrupt
         calls.append(unit.key)
-        return real_scan(unit, *args)
+        return real_scan(unit, *args, **kwargs)
 
     monkeypatch.setattr(audit_cluster, "scan_unit", dies_on_the_third)
     with pytest.raises(KeyboardInterrupt):
@@ -137,7 +149,7 @@ def test_a_killed_audit_resumes_without_reading_finished_units(faulty, small_uni
     with open(journal, "a") as fh:
         fh.write('{"v": 1, "unit": "cut sh')  # the line a kill cut short
     read_again = []
-    monkeypatch.setattr(audit_cluster, "scan_unit", lambda unit, *a: read_again.append(unit.key) or real_scan(unit, *a))
+    monkeypatch.setattr(audit_cluster, "scan_unit", lambda unit, *a, **k: read_again.append(unit.key) or real_scan(unit, *a, **k))
     resumed = alignprobe.audit(faulty["specforge"], journal=journal)
     assert not set(read_again) & set(calls) and len(read_again) == fresh.sources[0].units - 2
     assert resumed.resumed_units == 2 and comparable(resumed) == comparable(fresh)
@@ -194,3 +206,44 @@ def test_an_empty_sample_is_named(clean, tmp_path):
               str(root / "hs_99.safetensors"))
     result = alignprobe.audit(root)
     assert result.codes() == ["empty_sample"] and result.samples == 41
+
+
+def test_template_split_names_the_smaller_side_on_any_number_of_units(tmp_path, monkeypatch):
+    # The marker in 10 of 40 samples: those 10 are named; in 30 of 40: the 10 that lack it are.
+    minority = make_samples(40, faults={"template": list(range(12, 22))})
+    majority = make_samples(40, faults={"template": [i for i in range(40) if not 12 <= i < 22]})
+    for name, samples, side in (("min", minority, "with"), ("maj", majority, "without")):
+        root = write_specforge(tmp_path / name, samples)
+        results = []
+        for files in (512, 6, 1):  # one unit, 7 units, 40 units
+            monkeypatch.setattr(audit_units, "UNIT_MAX_FILES", files)
+            split = next(f for f in alignprobe.audit(root).findings if f.code == "template_split")
+            results.append(split.evidence)
+        assert results[0] == results[1] == results[2], name
+        evidence = results[0]
+        assert evidence["minority"] == side and evidence["minority_samples"] == 10
+        named = [e["sample"] for e in evidence["examples"]]
+        assert [int(n.split("data_")[1].split(".")[0]) for n in named] == list(range(12, 20)), named
+
+
+def test_speculators_loss_mask_comes_from_the_prepare_data_dataset(tmp_path, small_units):
+    pytest.importorskip("pyarrow")
+    from audit_datasets import write_speculators_prepared
+
+    hs = write_speculators_prepared(tmp_path / "prepared", make_samples(40, faults=FAULTS))
+    result = alignprobe.audit(hs)
+    codes = set(result.codes())
+    assert {"padding_states", "empty_loss_mask", "loss_mask_coverage", "tokens_differ_from_dataset"} <= codes
+    assert named_samples(result, "padding_states") == {"hs_9.safetensors"}
+    assert named_samples(result, "empty_loss_mask") == {"hs_21.safetensors"}
+    differ = next(f for f in result.findings if f.code == "tokens_differ_from_dataset")
+    assert differ.evidence["samples"] == 1 and differ.evidence["padded"] == 1
+    assert not result.notes
+    # Without the dataset the audit says so in one note, and runs every other check.
+    bare = alignprobe.audit(write_speculators(tmp_path / "alone" / "hs", make_samples(40, faults=FAULTS)))
+    assert "empty_loss_mask" not in bare.codes() and len(bare.notes) == 1 and "prepare-data" in bare.notes[0]
+
+
+def test_a_dump_says_it_keeps_no_loss_mask(faulty):
+    notes = alignprobe.audit(faulty["dump"]).notes
+    assert len(notes) == 1 and "keep no loss mask" in notes[0]

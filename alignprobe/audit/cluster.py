@@ -18,14 +18,15 @@ from alignprobe.errors import BadInput
 
 
 def run_units(units: Sequence[Unit], *, workers: int | None = None, scheduler: str | None = None,
-              memory_limit: str = "2GiB", threads: int | None = None) -> Iterator[tuple[int, dict]]:
+              memory_limit: str = "2GiB", threads: int | None = None,
+              torch_threads: int = 1) -> Iterator[tuple[int, dict]]:
     """``(index into units, partial)`` as units finish.
 
     In this process, ``threads`` units are scanned at once (default 1). Measured on the H200 host
     (cold cache, 6 GB SpecForge folder): one thread 0.76x of a raw read, four threads 0.67x: the
     threads' reads compete for the one disk stream instead of overlapping the sums, so one is the default."""
     if workers is None and scheduler is None:
-        yield from _in_threads(units, threads or 1)
+        yield from _in_threads(units, threads or 1, torch_threads)
         return
     client, cluster = _client(workers, scheduler, memory_limit)
     try:
@@ -43,12 +44,12 @@ def run_units(units: Sequence[Unit], *, workers: int | None = None, scheduler: s
             cluster.close()
 
 
-def _in_threads(units: Sequence[Unit], threads: int) -> Iterator[tuple[int, dict]]:
+def _in_threads(units: Sequence[Unit], threads: int, torch_threads: int = 1) -> Iterator[tuple[int, dict]]:
     import torch
 
     if threads <= 1 or len(units) <= 1:
         for i, unit in enumerate(units):
-            yield i, scan_unit(unit)
+            yield i, scan_unit(unit, torch_threads=torch_threads)
         return
     before = torch.get_num_threads()
     torch.set_num_threads(1)  # process-wide: set once here, not by each thread

@@ -13,7 +13,7 @@ import os
 
 from alignprobe.errors import BadInput
 
-VERSION = 1
+VERSION = 2  # 2: template_split partials name samples, loss_mask counts why a mask is absent, dataset_tokens
 
 
 class Journal:

@@ -14,6 +14,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from alignprobe.audit.readahead import ReadAhead
 from alignprobe.audit.sample import AuditSample
 from alignprobe.audit.units import Unit
 from alignprobe.errors import BadInput
@@ -32,11 +33,13 @@ def iter_samples(unit: Unit) -> Iterator[AuditSample | Unreadable]:
     if unit.format == "dump":
         yield from _dump_samples(unit)
         return
-    for path in unit.files:
-        try:
-            yield _foreign_sample(unit, path)
-        except BadInput as exc:
-            yield Unreadable(path, str(exc))
+    with ReadAhead(unit.files) as ahead:
+        for i, path in enumerate(unit.files):
+            ahead.ready(i)  # in the page cache now; the next files are being read while this one is scanned
+            try:
+                yield _foreign_sample(unit, path)
+            except BadInput as exc:
+                yield Unreadable(path, str(exc))
 
 
 def _name(unit: Unit, path: str) -> str:
@@ -61,9 +64,11 @@ def _foreign_sample(unit: Unit, path: str) -> AuditSample:
         states = speculators.dequantized(raw, scales, path, rows) if scales is not None else raw
         states = _as_3d(states, path, "hidden_states")
         labels = [f"slice[{j}]" for j in range(states.shape[1])]
-        return AuditSample(name, unit.source, tokens, None, {"hidden_states": states}, {"hidden_states": labels})
+        sample = AuditSample(name, unit.source, tokens, None, {"hidden_states": states}, {"hidden_states": labels})
+        _speculators_mask(sample, path)
+        return sample
 
-    data = load_torch_dict(path, mmap=False)  # every byte is read: one sequential read beats page faults
+    data = load_torch_dict(path, mmap=True)  # mapped from the page cache ReadAhead filled: no copy
     layout = specforge.layout_of(data)
     if layout == "unknown" or "input_ids" not in data:
         raise BadInput(f"{path}: keys {sorted(data)} are neither SpecForge's nor EAGLE ge_data's")
@@ -89,7 +94,30 @@ def _foreign_sample(unit: Unit, path: str) -> AuditSample:
     sample = AuditSample(name, unit.source, tokens, mask, states, labels)
     if layout != "eagle" and mask is not None:
         sample.padding = _padding_length(tokens, mask)
+    if mask is None:
+        sample.mask_missing = (f"{unit.source}: its {layout} files hold no loss_mask, so loss-mask coverage, "
+                               "empty masks and padding are not checked there")
     return sample
+
+
+def _speculators_mask(sample: AuditSample, path: str) -> None:
+    """The loss mask from prepare-data's dataset row (speculators_dataset.py says where it lives).
+    States past the row's input_ids, the ids otherwise equal, are padding that was written."""
+    from alignprobe.audit import speculators_dataset
+
+    try:
+        ids, mask = speculators_dataset.row_of(path, sample.source)
+    except speculators_dataset.Missing as missing:
+        sample.mask_missing = str(missing)
+        return
+    tokens = sample.token_ids
+    if len(tokens) < len(ids) or not np.array_equal(tokens[: len(ids)], ids) or len(mask) != len(ids):
+        sample.dataset_mismatch = (len(ids), len(tokens))
+        return
+    sample.padding = len(tokens) - len(ids)
+    sample.loss_mask = np.concatenate([(mask != 0).astype(np.int64), np.zeros(sample.padding, dtype=np.int64)])
+    if sample.padding:
+        sample.dataset_mismatch = (len(ids), len(tokens))
 
 
 def _padding_length(tokens: np.ndarray, mask: np.ndarray) -> int:
@@ -129,4 +157,6 @@ def _dump_samples(unit: Unit) -> Iterator[AuditSample]:
             states = {name: torch.from_numpy(dump.read(name, a, b)).reshape(b - a, len(c.hf_indices), c.hidden_size)
                       for name, c in claims.items()}
             yield AuditSample(f"{os.path.basename(unit.source)}#{dump.sample_ids[i]}", unit.source,
-                              np.asarray(dump.token_ids(i), dtype=np.int64), None, states, labels)
+                              np.asarray(dump.token_ids(i), dtype=np.int64), None, states, labels,
+                              mask_missing=f"{unit.source}: alignprobe dumps keep no loss mask, so loss-mask coverage, "
+                                           "empty masks and padding are not checked there")

@@ -8,6 +8,7 @@ import time
 from typing import Sequence
 
 from alignprobe.audit.checks import all_checks
+from alignprobe.audit.checks.loss_mask import notes as loss_mask_notes
 from alignprobe.audit.checks.norm_outliers import FIRST, robust_spread
 from alignprobe.audit.cluster import run_units
 from alignprobe.audit.journal import Journal
@@ -28,13 +29,15 @@ def audit(
     journal: str | os.PathLike | None = None,
     progress: bool = False,
     threads: int | None = None,
+    torch_threads: int = 1,
 ) -> AuditResult:
     """Audit one or more training sets (alignprobe dumps, SpecForge, speculators, EAGLE ge_data folders).
 
     ``workers=N`` runs a local Dask cluster of N processes, ``scheduler="tcp://host:8786"`` an existing
     one (the files must be at the same paths on its workers); without either, ``threads`` units are
     scanned at once in this process (default up to 4). With ``journal`` a killed audit resumes from
-    the units it finished.
+    the units it finished. ``torch_threads`` (in this process only) is how many threads each scan's
+    reductions use: 1 by default (see scan.py); more for a one-process audit of an idle many-core host.
     """
     started = time.perf_counter()
     policy = policy or AuditPolicy()
@@ -62,7 +65,8 @@ def audit(
             todo.append(i)
     bar = _bar(len(units), resumed, progress)
     try:
-        for j, part in run_units([units[i] for i in todo], workers=workers, scheduler=scheduler, threads=threads):
+        for j, part in run_units([units[i] for i in todo], workers=workers, scheduler=scheduler, threads=threads,
+                                 torch_threads=torch_threads):
             book.record(keys[todo[j]], part)
             merger.add(todo[j], part)
             bar.update(1)
@@ -71,6 +75,7 @@ def audit(
         book.close()
     merged = merger.merged
     result = judge(merged, sources, policy, workers or 0, resumed)
+    result.notes += loss_mask_notes(merged["checks"]["loss_mask"])
     result.elapsed_s = time.perf_counter() - started
     if resumed:
         result.notes.append(f"resumed: {resumed} of {len(units)} units came from the journal {book.path}")

@@ -19,3 +19,5 @@ class AuditSample:
     states: dict[str, torch.Tensor]  # stream -> [rows, slices, H] in the stored dtype (rows may differ from S)
     labels: dict[str, list[str]]  # stream -> a label per slice
     padding: int = 0  # trailing rows that are the layout's padding (SpecForge: pad id 0 with loss_mask 0)
+    mask_missing: str | None = None  # why the layout gives no loss mask here (a note of the audit)
+    dataset_mismatch: tuple[int, int] | None = None  # speculators: (dataset row's ids, token_ids) where they differ

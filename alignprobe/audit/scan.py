@@ -17,7 +17,7 @@ from alignprobe.audit.rows import row_facts
 from alignprobe.audit.units import Unit
 
 
-def scan_unit(unit: Unit, set_threads: bool = True) -> dict:
+def scan_unit(unit: Unit, set_threads: bool = True, torch_threads: int = 1) -> dict:
     """``{"samples", "tokens", "bytes", "checks": {name: partial}}`` for one unit."""
     import torch
 
@@ -27,8 +27,10 @@ def scan_unit(unit: Unit, set_threads: bool = True) -> dict:
     # One thread: the reductions run on pieces of a few MB, where OpenMP's fork/join costs more than
     # it gains, and on a busy machine its spinning threads ran 50x slower (measured: 1.5 GB/s on one
     # thread, 0.02 GB/s on two of a loaded 2-core box). More cores are used by more workers.
+    # More is for a one-process audit of an idle many-core host (unmeasured on the H200: the
+    # benchmark's "audit (1 process, 4 torch threads)" row measures it).
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(max(1, torch_threads))
     try:
         return _scan(unit)
     finally:

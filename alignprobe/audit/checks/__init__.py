@@ -1,6 +1,7 @@
 """Every audit check, one idea a file; a new data fault is a new file and a line here."""
 
 from alignprobe.audit.checks.base import Check, Scanned
+from alignprobe.audit.checks.dataset_tokens import DatasetTokens
 from alignprobe.audit.checks.degenerate import Degenerate
 from alignprobe.audit.checks.duplicates import Duplicates
 from alignprobe.audit.checks.loss_mask import LossMask
@@ -15,7 +16,7 @@ from alignprobe.audit.checks.unreadable import Unreadable
 
 def all_checks() -> list[Check]:
     return [Unreadable(), RowsTokens(), NonFinite(), Degenerate(), RepeatedTaps(), NormOutliers(), PaddingStates(),
-            Duplicates(), TemplateSplit(), LossMask()]
+            Duplicates(), TemplateSplit(), LossMask(), DatasetTokens()]
 
 
 __all__ = ["Check", "Scanned", "all_checks"]

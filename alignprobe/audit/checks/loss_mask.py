@@ -12,12 +12,15 @@ class LossMask:
     name = "loss_mask"
 
     def empty(self) -> dict:
-        return {"samples": 0, "tokens": 0, "masked": 0, "unmasked_samples": 0, "without_mask": 0, "examples": []}
+        return {"samples": 0, "tokens": 0, "masked": 0, "unmasked_samples": 0, "without_mask": 0, "examples": [],
+                "why_none": {}}  # reason -> samples: the audit's notes say why the mask checks did not run
 
     def scan(self, partial: dict, scanned: Scanned) -> None:
         mask = scanned.sample.loss_mask
         if mask is None:
             partial["without_mask"] += 1
+            if scanned.sample.mask_missing:
+                _count_reason(partial["why_none"], scanned.sample.mask_missing, 1)
             return
         real = len(mask) - scanned.sample.padding
         trained = int(mask[:real].sum())
@@ -32,6 +35,8 @@ class LossMask:
         for key in ("samples", "tokens", "masked", "unmasked_samples", "without_mask"):
             into[key] += other[key]
         merge_examples(into["examples"], other["examples"])
+        for reason, count in other.get("why_none", {}).items():
+            _count_reason(into.setdefault("why_none", {}), reason, count)
 
     def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]:
         out = []
@@ -52,3 +57,17 @@ class LossMask:
                 "built with against the one the masking expects",
             ))
         return out
+
+
+MAX_REASONS = 8  # distinct reasons kept (one per dataset, usually); the rest are counted under one line
+
+
+def _count_reason(table: dict, reason: str, count: int) -> None:
+    if reason not in table and len(table) >= MAX_REASONS:
+        reason = "other samples without a loss mask"
+    table[reason] = table.get(reason, 0) + count
+
+
+def notes(merged: dict) -> list[str]:
+    """One line per reason the loss mask was absent, with how many samples it covers."""
+    return [f"{reason} ({count} sample(s))" for reason, count in sorted(merged.get("why_none", {}).items())]

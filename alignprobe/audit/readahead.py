@@ -1,0 +1,71 @@
+"""Files read into the OS page cache a little ahead of the scan, by a thread that holds no GIL.
+
+Measured (cProfile, 1 GB SpecForge folder, cold): a thread that ran ``torch.load`` of the next file
+while this one was scanned did not overlap at all: the load holds the GIL while it reads, so the
+scan's torch calls queued behind it and the run took read + scan. Plain ``readinto`` releases the
+GIL for each read, so this thread keeps the disk busy with one sequential stream while the scan
+computes; the scan then maps the file (``torch.load(mmap=True)``) from the cache, with no copy.
+
+Memory: the pages are the page cache's (the kernel drops them under pressure), plus one small
+buffer here; at most ``AHEAD_BYTES`` of files are read ahead of the one being scanned.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+from typing import Sequence
+
+CHUNK = 8 << 20  # one read call: large enough for a sequential stream, small enough to stay in cache
+AHEAD_BYTES = 192 << 20  # files read ahead of the scan (a few SpecForge files of H=7168)
+
+
+def _read_through(path: str, buffer: bytearray) -> None:
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            view = memoryview(buffer)
+            while fh.readinto(view):
+                pass
+    except OSError:
+        pass  # the scan's own read names the file and the reason
+
+
+class ReadAhead:
+    """``ready(i)`` waits until file ``i`` is in the page cache and keeps the next ones coming."""
+
+    def __init__(self, paths: Sequence[str]):
+        self.paths = list(paths)
+        self.sizes = [_size(p) for p in self.paths]
+        self._buffer = bytearray(CHUNK)
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="audit-readahead")
+        self._futures: dict[int, concurrent.futures.Future] = {}
+        self._next = 0
+
+    def ready(self, index: int) -> None:
+        ahead = sum(self.sizes[index + 1 : self._next])
+        while self._next < len(self.paths) and (self._next <= index or ahead < AHEAD_BYTES):
+            if self._next > index:
+                ahead += self.sizes[self._next]
+            self._futures[self._next] = self._pool.submit(_read_through, self.paths[self._next], self._buffer)
+            self._next += 1
+        future = self._futures.pop(index, None)
+        if future is not None:
+            future.result()
+
+    def close(self) -> None:
+        for future in self._futures.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "ReadAhead":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
