@@ -169,10 +169,10 @@ def _load_tokenizer(paths: list[str], required: bool):
 @contextlib.contextmanager
 def _opened_pair(train, serve, train_import, serve_import) -> Iterator[tuple[Dump, Dump]]:
     """Both sides open; paths are opened here (and closed after), open Dumps are used as they are."""
-    if isinstance(train, Dump) and isinstance(serve, Dump):
+    if _is_open(train) and _is_open(serve):
         yield train, serve
         return
-    if isinstance(train, Dump) or isinstance(serve, Dump):
+    if _is_open(train) or _is_open(serve):
         with _opened(train, train_import) as tr, _opened(serve, serve_import) as sv:
             yield tr, sv
         return
@@ -194,14 +194,19 @@ def _is_hdf5_file(path) -> bool:
     return os.path.isfile(path) and h5py.is_hdf5(path)
 
 
+def _is_open(side) -> bool:
+    """An open source (a Dump, or a foreign folder read in place), not a path to open."""
+    return not isinstance(side, (str, os.PathLike))
+
+
 @contextlib.contextmanager
 def _opened(dump, options) -> Iterator[Dump]:
-    if isinstance(dump, Dump):
+    if _is_open(dump):
         yield dump
         return
-    from alignprobe.importers import open_source
+    from alignprobe.importers import open_for_reading  # a foreign folder is read in place
 
-    with open_source(dump, **(options or {})) as d:
+    with open_for_reading(dump, **(options or {})) as d:
         yield d
 
 

@@ -170,8 +170,30 @@ def import_source(
     """Import a foreign dump (SpecForge, speculators or EAGLE ge_data) into the dump ``out_path``."""
     plan = plan_import(source, system=system, layer_ids=layer_ids, config=config, num_layers=num_layers,
                        target_config=target_config)
-    names = _SampleNames(ids_from)
-    provenance = Provenance.here(
+    names = SampleNames(ids_from)
+    provenance = provenance_of(plan, source, target_config)
+    partial = os.fspath(out_path) + PARTIAL_SUFFIX
+    if os.path.isdir(partial):
+        raise BadInput(f"{partial}/ is left from an unfinished run: delete it, or choose another output path")
+    # Two passes: the token ids first (a few bytes a file), so every sample's id and length are known
+    # and the dump is written in place, each state byte read once and written once (DumpWriter's
+    # shards and merge wrote it twice and read it back: 0.39x of a raw read, issue 15).
+    planned = plan_samples(plan, names, progress)
+    writer = PlannedDumpWriter(out_path, provenance, plan.streams, [(sid, length) for sid, length, _ in planned],
+                               overwrite=overwrite, flush_tokens=shard_tokens)
+    try:
+        counts = _write_all(plan, planned, writer, progress)
+    except BaseException:
+        writer.abandon()
+        shutil.rmtree(partial, ignore_errors=True)  # an import is redone from scratch, never resumed
+        raise
+    writer.finish()
+    return ImportResult(os.fspath(out_path), plan, len(plan.files), *counts, names.matched)
+
+
+def provenance_of(plan: ImportPlan, source, target_config) -> Provenance:
+    """What an import of ``source`` records about where its states came from."""
+    return Provenance.here(
         engine=plan.format,
         model=os.fspath(target_config) if target_config else "",
         dtype=next(iter(plan.streams.values())).dtype,
@@ -187,23 +209,6 @@ def import_source(
             **({"states_storage": plan.storage} if plan.storage else {}),
         },
     )
-    partial = os.fspath(out_path) + PARTIAL_SUFFIX
-    if os.path.isdir(partial):
-        raise BadInput(f"{partial}/ is left from an unfinished run: delete it, or choose another output path")
-    # Two passes: the token ids first (a few bytes a file), so every sample's id and length are known
-    # and the dump is written in place, each state byte read once and written once (DumpWriter's
-    # shards and merge wrote it twice and read it back: 0.39x of a raw read, issue 15).
-    planned = _plan_samples(plan, names, progress)
-    writer = PlannedDumpWriter(out_path, provenance, plan.streams, [(sid, length) for sid, length, _ in planned],
-                               overwrite=overwrite, flush_tokens=shard_tokens)
-    try:
-        counts = _write_all(plan, planned, writer, progress)
-    except BaseException:
-        writer.abandon()
-        shutil.rmtree(partial, ignore_errors=True)  # an import is redone from scratch, never resumed
-        raise
-    writer.finish()
-    return ImportResult(os.fspath(out_path), plan, len(plan.files), *counts, names.matched)
 
 
 def read_sample(fmt: str, path: str, mmap: bool = True) -> ForeignSample:
@@ -216,8 +221,10 @@ def read_sample(fmt: str, path: str, mmap: bool = True) -> ForeignSample:
 # -- plumbing ------------------------------------------------------------------------------------
 
 
-def _plan_samples(plan: ImportPlan, names: "_SampleNames", progress: bool) -> list[tuple[str, int, int]]:
-    """``(sample id, length kept, padding dropped)`` of every file, from its token ids alone."""
+def plan_samples(plan: ImportPlan, names: "SampleNames", progress: bool,
+                 kept_tokens: list | None = None) -> list[tuple[str, int, int]]:
+    """``(sample id, length kept, padding dropped)`` of every file, from its token ids alone; the kept
+    token ids of each file are appended to ``kept_tokens`` when it is given."""
     from tqdm.auto import tqdm
 
     reader = speculators.read_tokens if plan.format == SPECULATORS else specforge.read_tokens
@@ -234,6 +241,8 @@ def _plan_samples(plan: ImportPlan, names: "_SampleNames", progress: bool) -> li
             raise BadInput(f"{path}: sample id {sample_id!r} was already taken by {seen[sample_id]} (the same tokens twice?)")
         seen[sample_id] = path
         out.append((sample_id, len(tokens) - pad, pad))
+        if kept_tokens is not None:
+            kept_tokens.append(tokens[: len(tokens) - pad])
     return out
 
 
@@ -259,12 +268,12 @@ def _write_all(plan: ImportPlan, planned, writer: PlannedDumpWriter, progress: b
 
 def _write_one(plan: ImportPlan, writer: PlannedDumpWriter, path: str, sample: ForeignSample, sample_id: str,
                length: int, pad: int) -> int:
-    _check_like_first(sample, plan)
+    check_like_first(sample, plan)
     if len(sample.token_ids) != length + pad:
         raise BadInput(f"{path}: changed while it was imported ({length + pad} tokens, now {len(sample.token_ids)})")
     if pad:
         sample = sample.truncated(length)
-    writer.add(sample_id, sample.token_ids, _streams_of(sample, plan))
+    writer.add(sample_id, sample.token_ids, streams_of(sample, plan))
     return length
 
 
@@ -311,7 +320,7 @@ def _claim(tensor: torch.Tensor, hf, hidden, n, final_norm, role, note) -> Strea
         raise BadInput(f"cannot describe the imported states: {exc}") from None
 
 
-def _check_like_first(sample: ForeignSample, plan: ImportPlan) -> None:
+def check_like_first(sample: ForeignSample, plan: ImportPlan) -> None:
     if sample.hidden_size is not None and sample.hidden_size != plan.hidden_size:
         raise BadInput(f"{sample.path}: hidden size {sample.hidden_size}, but the first file's is {plan.hidden_size}")
     have = sample.aux.shape[-1] if sample.aux is not None else 0
@@ -321,7 +330,7 @@ def _check_like_first(sample: ForeignSample, plan: ImportPlan) -> None:
         raise BadInput(f"{sample.path}: no final hidden_state, unlike the first file")
 
 
-def _streams_of(sample: ForeignSample, plan: ImportPlan) -> dict[str, torch.Tensor]:
+def streams_of(sample: ForeignSample, plan: ImportPlan) -> dict[str, torch.Tensor]:
     h = plan.hidden_size
     out = {}
     if "aux" in plan.streams:
@@ -331,7 +340,7 @@ def _streams_of(sample: ForeignSample, plan: ImportPlan) -> dict[str, torch.Tens
     return out
 
 
-class _SampleNames:
+class SampleNames:
     """Sample ids: a reference dump's id for the same tokens, else the hash of the tokens."""
 
     def __init__(self, ids_from):

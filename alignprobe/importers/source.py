@@ -1,4 +1,5 @@
-"""``open_source``: open any hidden-state source as a Dump, importing a foreign one on the way.
+"""Open any hidden-state source for a comparison: ``open_for_reading`` / ``open_pair`` read a foreign
+folder in place (folder_source.py); ``open_source`` imports it into a dump on the way.
 
 This is what ``alignprobe compare`` calls, so a user can compare a SpecForge or speculators
 folder without importing it first.
@@ -14,6 +15,7 @@ from typing import Sequence
 
 from alignprobe.dump import Dump, open_dump
 from alignprobe.importers.detect import DUMP, detect_format
+from alignprobe.importers.folder_source import FolderSource
 from alignprobe.importers.importer import import_source
 
 
@@ -56,14 +58,28 @@ def open_source(
     return dump
 
 
+def open_for_reading(path: str | os.PathLike, **options) -> "Dump | FolderSource":
+    """Our dump as is; a foreign folder read in place (no import, no temporary file), or imported into
+    ``options["workdir"]`` when one is given (the import is kept there)."""
+    path = os.fspath(path)
+    if detect_format(path) == DUMP:
+        return open_dump(path)
+    if options.get("workdir") is not None:
+        return open_source(path, **options)
+    options.pop("workdir", None)
+    return FolderSource(path, **options)
+
+
 def open_pair(
     train: str | os.PathLike,
     serve: str | os.PathLike,
     *,
     train_import: dict | None = None,
     serve_import: dict | None = None,
+    in_place: bool = True,
 ) -> tuple[Dump, Dump]:
-    """Open both sides of a comparison; a foreign side is imported on the way.
+    """Open both sides of a comparison; a foreign side is read in place (:class:`FolderSource`), or
+    imported into a temporary dump on the way with ``in_place=False`` (the result is the same).
 
     A foreign side that is not told the target's layer count or sample ids takes them from the other
     side when that one is an alignprobe dump: a SpecForge folder knows neither N (only its layer ids)
@@ -81,7 +97,8 @@ def open_pair(
                 options[side].setdefault("ids_from", reference.path)
                 if "num_layers" not in options[side] and "target_config" not in options[side]:
                     options[side]["num_layers"] = max(c.num_layers for c in reference.streams.values())
-            opened[side] = open_source(paths[side], **options[side])
+            opener = open_for_reading if in_place else open_source
+            opened[side] = opener(paths[side], **options[side])
     except BaseException:
         for dump in opened.values():
             dump.close()

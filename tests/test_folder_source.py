@@ -1,0 +1,170 @@
+"""A foreign folder read in place (alignprobe/importers/folder_source.py) gives what an import gives.
+
+The folders are the importer tests' real layouts written from a tiny model (tests/test_importers.py
+has the writers and the sources they follow): SpecForge with ``.ckpt`` and ``.ckpt.gz`` files and
+right padding, speculators float32 with the pre-norm final, FP8 with per-token scales, and three
+slices. Each is compared with an HF capture twice, once read in place and once imported first
+(``open_pair(in_place=False)``, the path compare took before): the findings and every metric must
+agree to float rounding (the streaming blocks may be cut at other rows, so sums run in another order).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from alignprobe.compare import compare
+from alignprobe.dump import open_dump
+from alignprobe.errors import BadInput
+from alignprobe.importers import FolderSource, import_source, open_pair
+from alignprobe.importers.folder_source import open_in_place
+from alignprobe.probes.hf import capture_hf
+from alignprobe.probes.prompts import prompts_from_token_lists
+from test_importers import (  # noqa: F401 - fixtures used by name
+    N,
+    SPECFORGE_IDS,
+    VLLM_IDS,
+    hf_dump,
+    model,
+    token_lists,
+    tree_digest,
+    write_specforge,
+    write_speculators,
+    write_speculators_fp8,
+)
+
+
+@pytest.fixture(scope="module")
+def serve_dump(model, token_lists, tmp_path_factory):
+    """What an engine serves: the EAGLE-3 aux layers and the final state."""
+    out = tmp_path_factory.mktemp("serve") / "serve.h5"
+    return capture_hf(model, prompts_from_token_lists(token_lists), out, layers="eagle3", progress=False)
+
+
+def _summary(result):
+    findings = sorted((f.code, f.severity, f.title) for f in result.findings)
+    metrics = {}
+    for c in result.streams:
+        for m in c.slices:
+            metrics[(c.serve_stream, m.label, m.serve_slice)] = {
+                k: v for k, v in vars(m).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    mappings = {k: [(s.best, s.runner_up) for s in v.matches] for k, v in result.mappings.items()} \
+        if isinstance(result.mappings, dict) else None
+    return result.verdict, findings, metrics, mappings, result.tokens.aligned_tokens
+
+
+def assert_same_comparison(folder, serve, options, swap=False):
+    """compare with ``folder`` read in place == compare with ``folder`` imported first."""
+    imported_train, imported_serve = (open_pair(serve, folder, serve_import=options, in_place=False) if swap
+                                      else open_pair(folder, serve, train_import=options, in_place=False))
+    with imported_train, imported_serve:
+        before = compare(imported_train, imported_serve)
+    kw = {"serve_import": options} if swap else {"train_import": options}
+    after = compare(serve, folder, **kw) if swap else compare(folder, serve, **kw)
+    v0, f0, m0, map0, t0 = _summary(before)
+    v1, f1, m1, map1, t1 = _summary(after)
+    assert (v1, f1, map1, t1) == (v0, f0, map0, t0)
+    assert m1.keys() == m0.keys() and m0
+    for key, values in m0.items():
+        for name, value in values.items():
+            other = m1[key][name]
+            if isinstance(value, float) and math.isnan(value):
+                assert math.isnan(other), (key, name)
+            else:
+                assert other == pytest.approx(value, rel=1e-6, abs=1e-9), (key, name)
+    return after
+
+
+def test_specforge_ckpt_and_gz_in_place_equals_import(model, token_lists, serve_dump, tmp_path):
+    root = write_specforge(tmp_path / "sf", model, token_lists, gz_every=3)  # .ckpt and .ckpt.gz, padded rows
+    before = tree_digest(root)
+    result = assert_same_comparison(root, serve_dump, {"layer_ids": SPECFORGE_IDS})
+    assert result.verdict == "PASS" and result.train_path == root
+    assert tree_digest(root) == before  # nothing written beside the user's files
+
+
+def test_specforge_one_layer_off_finds_the_same_as_import(model, token_lists, serve_dump, tmp_path):
+    deeper = [i + 1 for i in SPECFORGE_IDS]
+    root = write_specforge(tmp_path / "deeper", model, token_lists, layer_ids=deeper, gz_every=2)
+    result = assert_same_comparison(root, serve_dump, {"layer_ids": deeper})
+    assert result.verdict == "FAIL"
+
+
+@pytest.mark.parametrize("kind", ["float32", "fp8", "three_slices"])
+def test_speculators_in_place_equals_import(model, token_lists, hf_dump, serve_dump, tmp_path, kind):
+    if kind == "float32":
+        root, options = write_speculators(tmp_path / "s", model, token_lists), {"layer_ids": VLLM_IDS}
+    elif kind == "fp8":
+        root, options = write_speculators_fp8(tmp_path / "s8", model, token_lists), {"layer_ids": VLLM_IDS}
+    else:
+        root, options = write_speculators(tmp_path / "s3", model, token_lists, layer_ids=VLLM_IDS[:3]), {}
+    # as the serving side too: the folder's own sample ids come from the train dump's
+    assert_same_comparison(root, hf_dump, options, swap=True)
+
+
+def test_reads_equal_the_imported_dump_bit_for_bit(model, token_lists, hf_dump, tmp_path):
+    root = write_specforge(tmp_path / "sf", model, token_lists, gz_every=2)
+    imported = import_source(root, tmp_path / "sf.h5", layer_ids=SPECFORGE_IDS, num_layers=N, ids_from=hf_dump,
+                             progress=False)
+    with open_dump(imported.path) as dump, open_in_place(root, layer_ids=SPECFORGE_IDS, num_layers=N,
+                                                           ids_from=hf_dump) as folder:
+        assert folder.sample_ids == dump.sample_ids and folder.streams == dump.streams
+        np.testing.assert_array_equal(folder.offsets, dump.offsets)
+        np.testing.assert_array_equal(folder.token_ids_flat(), dump.token_ids_flat())
+        total = dump.num_tokens
+        for stream in dump.streams:
+            assert folder.encoding(stream) == dump.encoding(stream)
+            # random reads first (mapped files), across file boundaries, with columns; then in order
+            for a, b, cols in [(total - 7, total, None), (3, 40, slice(5, 21)), (0, total, None)]:
+                np.testing.assert_array_equal(folder.read_raw(stream, a, b, cols), dump.read_raw(stream, a, b, cols))
+            for i in range(dump.num_samples):
+                np.testing.assert_array_equal(folder.states(i, stream), dump.states(i, stream))
+
+
+def test_bf16_stays_bf16_bits(model, token_lists, tmp_path):
+    root = write_specforge(tmp_path / "bf", model.to(torch.bfloat16), token_lists, gz_every=0)
+    model.to(torch.float32)
+    with open_in_place(root, layer_ids=SPECFORGE_IDS, num_layers=N) as folder:
+        assert folder.streams["aux"].dtype == "bfloat16" and folder.encoding("aux") == "bfloat16-bits"
+        raw = folder.read_raw("aux", 0, 5)
+        assert raw.dtype == np.uint16
+        assert np.all(np.isfinite(folder.read("aux", 0, 5)))
+
+
+def test_memory_stays_within_the_budget_and_no_file_is_decoded_twice(tmp_path):
+    """A pass in order over 12 files of ~100 KB with a 250 KB budget: at most ~2 files held, each
+    decoded once (the read-ahead thread decodes the next one); no block holds the whole folder."""
+    root = tmp_path / "sf" / "rows_0-2000"
+    root.mkdir(parents=True)
+    g = torch.Generator().manual_seed(0)
+    for idx in range(12):
+        S, H = 200, 64
+        torch.save({"input_ids": torch.randint(1, 1000, (S,), generator=g), "loss_mask": torch.ones(S, dtype=torch.long),
+                    "aux_hidden_state": torch.randn(1, S, 3 * H, generator=g),
+                    "hidden_state": torch.randn(1, S, H, generator=g)}, root / f"data_{idx}.ckpt")
+    per_file = 200 * 4 * 64 * 4
+    with FolderSource(root.parent, layer_ids=[1, 3, 4], num_layers=8, budget_bytes=int(2.5 * per_file)) as folder:
+        total = 0
+        for s in range(0, folder.num_tokens, 37):
+            block = folder.read_raw("aux", s, min(folder.num_tokens, s + 37))
+            assert block.base is None or block.base.nbytes < 2 * block.nbytes  # a block of its own, not a view
+            total += len(block)
+            folder.read_raw("final", s, min(folder.num_tokens, s + 37))
+        assert total == folder.num_tokens == 12 * 200
+        cache = folder.decoded_files
+        assert cache.decoded == 12  # every file once, none twice
+        assert cache.peak_bytes <= 3 * per_file
+
+
+def test_a_file_damaged_after_opening_is_one_line(tmp_path, model, token_lists, serve_dump):
+    root = write_specforge(tmp_path / "sf", model, token_lists, gz_every=0)
+    folder = open_in_place(root, layer_ids=SPECFORGE_IDS, num_layers=N)
+    with folder:
+        last = folder.plan.files[-1]
+        with open(last, "r+b") as fh:
+            fh.truncate(100)
+        with pytest.raises(BadInput, match="data_8.ckpt"):
+            folder.read_raw("aux", 0, folder.num_tokens)
