@@ -50,9 +50,10 @@ def warm_page_cache(path: str) -> None:
             pass
 
 
-def run_child(code: str, *args: str) -> dict:
-    """Run ``code`` (a Python snippet that prints one JSON line last) in a fresh interpreter."""
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def run_child(code: str, *args: str, tree: str | None = None) -> dict:
+    """Run ``code`` (a Python snippet that prints one JSON line last) in a fresh interpreter, importing
+    alignprobe from ``tree`` (default: this repository), e.g. an older commit measured in the same run."""
+    env = dict(os.environ, PYTHONPATH=(tree or REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"child failed ({out.returncode}):\n{out.stderr[-4000:]}")

@@ -9,6 +9,14 @@ GB, then, each in a fresh process with the files evicted from the page cache fir
   each worker's peak RSS is its own VmHWM);
 - ``import``: ``alignprobe import`` of the folder, and ``compare_foreign``: ``compare`` with the
   folder as the train side against the imported dump, next to ``compare_dumps`` of two dumps.
+  Their "of raw" is against the raw ``torch.load`` of the folder (the headline); each also has the
+  baseline of what it reads (and writes) in its own column, ``of own``:
+  - ``raw read+write``: ``torch.load`` of every file and a ``pwrite`` of its tensors' bytes into one
+    file, one after the other in one thread, fsync at the end (an import's work done naively);
+  - ``raw folder+dump``: ``torch.load`` of the folder, then an h5py read of every dataset of the
+    dump (what ``compare foreign`` reads); ``raw 2 dumps``: the h5py read of both dumps.
+- ``--trees before=/path/a,after=/path/b``: the import and compare rows for each alignprobe tree
+  (a folder holding the ``alignprobe`` package), on the same files in the same run.
 
     python benchmarks/audit_throughput.py --gb 1 --hidden 1024 --workers 1,2
     python benchmarks/audit_throughput.py --gb 6 --hidden 7168 --workers 1,2,4,8,16 --dir /local/disk
@@ -114,6 +122,47 @@ with LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=None, mem
 print(json.dumps({"s": s, "worker_rss_mb": max(rss), "client_rss_mb": peak(), "samples": r.samples}))
 """
 
+RAW_RW = PEAK + """
+import json, sys, time, glob, os
+import numpy as np
+from alignprobe.importers.files import load_torch_dict
+files = sorted(glob.glob(os.path.join(sys.argv[1], '*', 'data_*')))
+t = time.perf_counter()
+fd = os.open(sys.argv[2], os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+offset = 0
+for p in files:
+    for v in load_torch_dict(p, mmap=False).values():
+        data = memoryview(v.contiguous().view(-1).view(__import__('torch').uint8).numpy())
+        while len(data):
+            n = os.pwrite(fd, data, offset)
+            offset, data = offset + n, data[n:]
+os.fsync(fd)
+os.close(fd)
+s = time.perf_counter() - t
+os.unlink(sys.argv[2])
+print(json.dumps({"s": s, "bytes": offset, "rss_mb": peak()}))
+"""
+
+RAW_DUMPS = PEAK + """
+import json, sys, time, glob, os
+import h5py
+t = time.perf_counter()
+n = 0
+if sys.argv[1] != "-":
+    from alignprobe.importers.files import load_torch_dict
+    for p in sorted(glob.glob(os.path.join(sys.argv[1], '*', 'data_*'))):
+        n += sum(v.numel() * v.element_size() for v in load_torch_dict(p, mmap=False).values())
+for path in sys.argv[2:]:
+    with h5py.File(path, 'r') as f:
+        names = ['tokens'] + ['streams/' + k for k in f['streams']]
+        for name in names:
+            ds = f[name]
+            step = max(1, (64 << 20) // max(1, ds[0:1].nbytes))
+            for a in range(0, ds.shape[0], step):
+                n += ds[a:a + step].nbytes
+print(json.dumps({"s": time.perf_counter() - t, "bytes": n, "rss_mb": peak()}))
+"""
+
 IMPORT = PEAK + """
 import json, sys, time
 from alignprobe.importers import import_source
@@ -139,7 +188,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2048, help="tokens a file (sample)")
     parser.add_argument("--gz-every", type=int, default=0, help="every k-th file .ckpt.gz (0: none)")
     parser.add_argument("--workers", default="1,2")
-    parser.add_argument("--skip", default="", help="comma-separated: import,compare")
+    parser.add_argument("--skip", default="", help="comma-separated: audit,import,compare")
+    parser.add_argument("--trees", default="", help="name=path,...: alignprobe trees whose import/compare to measure")
     parser.add_argument("--dir", default=None)
     parser.add_argument("--folder", default=None,
                         help="an existing folder this script wrote (kept): two trees measured on the same files")
@@ -165,33 +215,53 @@ def main() -> None:
             return
         rows = []
 
-        def measure(name, code, *argv, base=None):
+        trees = [tuple(t.split("=", 1)) for t in args.trees.split(",") if t] or [("", None)]
+
+        def measure(name, code, *argv, base=None, own=None, tree=None):
             evict(paths)
-            out = run_child(code, *argv)
+            # the baselines import alignprobe's file loader from the last tree (an installed one: the
+            # source tree's probes/ installs as alignprobe.probes, so it does not import from the source)
+            out = run_child(code, *argv, tree=tree or trees[-1][1])
             gbps = size / out["s"] / 1e9
             ratio = f"{base / out['s']:.2f}x" if base else "1.00x"
+            mine = f"  {own / out['s']:.2f}x of own" if own else ""
             extra = {k: v for k, v in out.items() if k not in ("s",)}
-            print(f"  {name:18} {out['s']:7.2f} s  {gbps:5.2f} GB/s  {ratio:>6} of raw  {json.dumps(extra)}", flush=True)
-            rows.append({"name": name, **out, "gb_per_s": gbps})
+            print(f"  {name:26} {out['s']:7.2f} s  {gbps:5.2f} GB/s  {ratio:>6} of raw{mine}  {json.dumps(extra)}",
+                  flush=True)
+            rows.append({"name": name, **out, "gb_per_s": gbps, **({"of_own": own / out["s"]} if own else {})})
             return out["s"]
 
         raw = measure("raw torch.load", RAW, folder, "1")
-        measure("raw 16 threads", RAW, folder, "16", base=raw)
-        measure("audit (1 process)", AUDIT, folder, base=raw)
-        if args.torch_threads > 1:
-            measure(f"audit 1 proc {args.torch_threads} thr", AUDIT, folder, str(args.torch_threads), base=raw)
-        for n in [int(w) for w in args.workers.split(",") if w]:
-            measure(f"audit dask {n}", DASK, folder, str(n), base=raw)
+        if "raw16" not in skip:
+            measure("raw 16 threads", RAW, folder, "16", base=raw)
+        if "audit" not in skip:
+            measure("audit (1 process)", AUDIT, folder, base=raw)
+            if args.torch_threads > 1:
+                measure(f"audit 1 proc {args.torch_threads} thr", AUDIT, folder, str(args.torch_threads), base=raw)
+            for n in [int(w) for w in args.workers.split(",") if w]:
+                measure(f"audit dask {n}", DASK, folder, str(n), base=raw)
         if "import" not in skip:
-            dump = os.path.join(root, "imported.h5")
-            measure("import", IMPORT, folder, dump, base=raw)
-            if "compare" not in skip:
+            raw_rw = measure("raw read+write", RAW_RW, folder, os.path.join(root, "raw_rw.bin"), base=raw)
+            own_both = own_dumps = None
+            for label, tree in trees:
+                prefix = f"{label}: " if label else ""
+                dump = os.path.join(root, f"imported{label}.h5")
+                measure(f"{prefix}import", IMPORT, folder, dump, base=raw, own=raw_rw, tree=tree)
+                if "compare" in skip:
+                    continue
                 paths.append(dump)
-                measure("compare foreign", COMPARE, folder, dump, "foreign", base=raw)
-                copy = os.path.join(root, "copy.h5")
+                if own_both is None:
+                    own_both = measure("raw folder+dump", RAW_DUMPS, folder, dump, base=raw)
+                measure(f"{prefix}compare foreign", COMPARE, folder, dump, "foreign", base=raw, own=own_both, tree=tree)
+                copy = os.path.join(root, f"copy{label}.h5")
                 shutil.copy(dump, copy)
                 paths.append(copy)
-                measure("compare 2 dumps", COMPARE, dump, copy, "dumps", base=raw)
+                if own_dumps is None:
+                    own_dumps = measure("raw 2 dumps", RAW_DUMPS, "-", dump, copy, base=raw)
+                measure(f"{prefix}compare 2 dumps", COMPARE, dump, copy, "dumps", base=raw, own=own_dumps, tree=tree)
+                for done in (copy, dump):  # one tree's dumps at a time on the disk
+                    paths.remove(done)
+                    os.unlink(done)
         print(json.dumps({"gb_on_disk": size, "files": len(paths), "hidden": args.hidden, "rows": rows}))
     finally:
         if not keep:

@@ -31,6 +31,7 @@ import numpy as np
 from alignprobe.dump.encoding import to_storage
 from alignprobe.dump.layout import create_file
 from alignprobe.dump.reader import PARTIAL_SUFFIX
+from alignprobe.dump.write_behind import start_write_out
 from alignprobe.dump.schema import Provenance, StreamClaim
 from alignprobe.dump.writer import (
     DEFAULT_SHARD_TOKENS,
@@ -58,7 +59,8 @@ class PlannedDumpWriter(FinishOnExit):
     """Like :class:`DumpWriter` (same ``add`` / ``flush`` / ``finish`` / ``done_ids`` / ``with``), for a
     capture whose ``plan`` — ``(sample_id, length)`` of every sample, in dump order — is known.
 
-    ``flush_tokens``: tokens written between two flushes (what a crash can cost).
+    ``flush_tokens``: tokens written between two flushes (what a crash can cost). ``write_behind``:
+    queue each write's pages for the disk at once (write_behind.py), for a writer that flushes rarely.
     """
 
     def __init__(
@@ -71,8 +73,10 @@ class PlannedDumpWriter(FinishOnExit):
         resume: bool = False,
         overwrite: bool = False,
         flush_tokens: int = DEFAULT_SHARD_TOKENS,
+        write_behind: bool = False,
     ):
         self.path = os.fspath(path)
+        self.write_behind = write_behind
         self.partial_dir = self.path + PARTIAL_SUFFIX
         self.streams = dict(streams)
         self.flush_tokens = flush_tokens
@@ -228,7 +232,8 @@ class PlannedDumpWriter(FinishOnExit):
             for name, arrays in parts.items():
                 place, row_bytes = self._places[name]
                 buffers = [memoryview(np.ascontiguousarray(a)).cast("B") for a in arrays]
-                writes.append(self._pool.submit(pwrite_all, self._fd, buffers, place + row * row_bytes))
+                writes.append(self._pool.submit(pwrite_all, self._fd, buffers, place + row * row_bytes,
+                                                self.write_behind))
         concurrent.futures.wait(writes)
         for w in writes:
             w.result()
@@ -262,13 +267,23 @@ class PlannedDumpWriter(FinishOnExit):
         self._fd = None
 
 
-def pwrite_all(fd: int, buffers: Sequence[memoryview], offset: int) -> None:
-    """Write byte ``buffers`` back to back at ``offset`` with ``os.pwritev``, until every byte is written.
+def pwrite_all(fd: int, buffers: Sequence[memoryview], offset: int, write_behind: bool = False) -> None:
+    """Write byte ``buffers`` back to back at ``offset`` with ``os.pwritev``, until every byte is written
+    (then, with ``write_behind``, queue them for the disk without waiting).
 
     One call takes at most IOV_MAX buffers, and may write less than asked (Linux writes at most
     2 GiB a call): the rest goes in the next call.
     """
     buffers = [b for b in buffers if len(b)]
+    if write_behind:
+        first, length = offset, sum(len(b) for b in buffers)
+        _pwrite_all(fd, buffers, offset)
+        start_write_out(fd, first, length)
+        return
+    _pwrite_all(fd, buffers, offset)
+
+
+def _pwrite_all(fd: int, buffers: list[memoryview], offset: int) -> None:
     i = 0
     while i < len(buffers):
         written = os.pwritev(fd, buffers[i : i + IOV_MAX], offset)

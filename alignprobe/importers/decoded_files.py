@@ -5,7 +5,8 @@ blocks, a few dozen rows each) from files that must be decoded whole (``torch.lo
 is decoded once into this cache and every read of its rows is a copy from it; while the pass works
 through file k, file k+1 is decoded in a background thread (``torch.load`` and gzip read with the GIL
 released), so the disk reads while the comparison computes. Memory is bounded by ``budget_bytes``
-(at least ``keep`` files stay, so a pass between two files never decodes one twice).
+(at least ``keep`` files stay: the one read, the one before it (a block that spans both) and the
+one decoded ahead, so a pass in order never decodes a file twice).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ T = TypeVar("T")
 class DecodedFiles(Generic[T]):
     """``get(k)``: file ``k`` decoded (by ``decode(k)``), once while it stays in the cache."""
 
-    def __init__(self, decode: Callable[[int], T], size_of: Callable[[T], int], budget_bytes: int, keep: int = 2):
+    def __init__(self, decode: Callable[[int], T], size_of: Callable[[T], int], budget_bytes: int, keep: int = 3):
         self._decode, self._size_of = decode, size_of
         self.budget_bytes, self.keep = budget_bytes, keep
         self._entries: collections.OrderedDict[int, concurrent.futures.Future] = collections.OrderedDict()
@@ -32,6 +33,10 @@ class DecodedFiles(Generic[T]):
         self._ahead = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-decode-ahead")
         self.decoded = 0  # files decoded so far (a test's way to see that none was decoded twice)
         self.peak_bytes = 0  # the most decoded bytes held at once
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
 
     def holds(self, k: int) -> bool:
         """Whether file ``k`` is decoded or being decoded."""

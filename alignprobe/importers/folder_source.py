@@ -7,18 +7,26 @@ the same claims, sample ids, kept rows (right padding dropped) and stored bits (
 the same tensors), so a comparison gives the same result either way (tests/test_folder_source.py).
 
 Opening reads the plan (the first file) and the token ids of every file (a mapped ``torch.load`` or
-safetensors reads just those bytes). States are read on demand:
-- sequential reads (the streaming pass, block after block) come from whole decoded files in a small
-  LRU (decoded_files.py), the next file decoded ahead in a thread while this one is compared;
-- a random read (the mapping search's windows, the explanations' samples) of a file that is not
-  decoded takes its rows from a mapped ``torch.load`` (zip checkpoints: only those pages are read);
-  a file that cannot be mapped (``.ckpt.gz``, a legacy pickle, safetensors) is decoded into the LRU,
-  so a second read of it does not decode it again.
-Memory: the LRU's budget (``budget_bytes``, at least two files) and the blocks the caller holds.
+safetensors reads just those bytes). States are read on demand, each read copied into a new array:
+- a zip checkpoint (what ``torch.save`` writes) is loaded mapped: a read copies its rows from the
+  mapping, so a random read (the mapping search's windows, the explanations' samples) reads only
+  those pages; while one file is read, the next is read into the page cache by a thread (sequential
+  reads at the disk's speed, the GIL released), so the streaming pass's page faults find memory
+  and the disk reads while the comparison computes. A few mappings stay open (MAPPED_FILES).
+  ``torch.load(mmap=False)`` was slower: it copies every storage out of the zip, 0.6 GB/s from memory
+  on the 2-core box, against 1.7 GB/s for the mapped copy (benchmarks/README.md, section 9);
+- a file that cannot be mapped (``.ckpt.gz``, a legacy pickle, safetensors, FP8 to dequantize) is
+  decoded whole into a small LRU (decoded_files.py), the next file decoded ahead in a thread when
+  the reads run through the files in order; a second read of a file there does not decode it again.
+Memory: the LRU's budget (``budget_bytes``, at least three files), the mapped files' touched pages,
+and the blocks the caller holds. A file truncated while it is mapped would crash the process (SIGBUS),
+as any mapped reader does: the folder must not change during a comparison.
 """
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import dataclasses
 import os
 import threading
@@ -28,7 +36,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
-from alignprobe.dump.encoding import STORAGE_DTYPE, TORCH_DTYPE, encoding_of, from_storage
+from alignprobe.dump.encoding import STORAGE_DTYPE, TORCH_DTYPE, encoding_of, from_storage, to_storage
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES, Block
 from alignprobe.dump.schema import StreamClaim
 from alignprobe.errors import BadInput
@@ -47,8 +55,9 @@ from alignprobe.importers.importer import (
 )
 from alignprobe.importers.sample import ForeignSample
 
-DEFAULT_BUDGET_BYTES = 384 << 20  # decoded files held at once (at least two whatever their size)
-MAPPED_FILES = 16  # mapped checkpoints kept open for random reads (a mapping holds no memory of its own)
+DEFAULT_BUDGET_BYTES = 384 << 20  # decoded files held at once (at least three whatever their size)
+MAPPED_FILES = 3  # mapped checkpoints kept open (their touched pages count as resident while mapped)
+READ_THROUGH_BYTES = 16 << 20  # one read of the page-cache warming (into a buffer reused for the file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,10 +100,13 @@ class FolderSource:
         self._tokens = np.concatenate(kept).astype(np.int64, copy=False)
         self.streams: dict[str, StreamClaim] = dict(plan.streams)
         self._encodings = {name: encoding_of(c.dtype) for name, c in self.streams.items()}
-        self._cache: DecodedFiles[dict[str, torch.Tensor]] = DecodedFiles(
-            self._decoded, lambda states: sum(t.numel() * t.element_size() for t in states.values()), budget_bytes)
-        self._mapped: dict[int, dict[str, torch.Tensor]] = {}
+        self._cache: DecodedFiles[dict[str, np.ndarray]] = DecodedFiles(
+            self._decoded, lambda states: sum(a.nbytes for a in states.values()), budget_bytes)
+        self._mapped: collections.OrderedDict[int, dict[str, np.ndarray]] = collections.OrderedDict()
         self._mapped_lock = threading.Lock()
+        self._can_map: dict[int, bool] = {}
+        self._warmed: set[int] = set()
+        self._warmer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-read-ahead-file")
 
     # -- facts (as Dump) -------------------------------------------------------------------------
 
@@ -150,14 +162,13 @@ class FolderSource:
         columns = columns if columns is not None else slice(None)
         ncols = len(range(*columns.indices(claim.width)))
         out = np.empty((stop - start, ncols), dtype=STORAGE_DTYPE[claim.dtype])
-        target = torch.from_numpy(out.view(np.int16)).view(torch.bfloat16) if claim.dtype == "bfloat16" \
-            else torch.from_numpy(out)
         row = start
         while row < stop:
             k = int(np.searchsorted(self.offsets, row, side="right")) - 1
             first, end = int(self.offsets[k]), min(stop, int(self.offsets[k + 1]))
             states = self._file_states(k)[stream]
-            target[row - start : end - start].copy_(states[row - first : end - first, columns])
+            # numpy's copy of the stored bits: torch's bfloat16 copy_ ran at 0.25 GB/s here, 17x slower
+            np.copyto(out[row - start : end - start], states[row - first : end - first, columns])
             row = end
         return out
 
@@ -176,6 +187,12 @@ class FolderSource:
             for s in range(start, stop, max_tokens):
                 yield Block(i, self.sample_ids[i], s - start, self.read(stream, s, min(stop, s + max_tokens)))
 
+    def held_files(self) -> int:
+        """Files whose states are held now: mapped checkpoints and decoded files (the memory bound)."""
+        with self._mapped_lock:
+            mapped = len(self._mapped)
+        return mapped + len(self._cache)
+
     @property
     def decoded_files(self) -> DecodedFiles:
         """The LRU of decoded files (what a test inspects to see memory stay bounded)."""
@@ -183,36 +200,56 @@ class FolderSource:
 
     # -- plumbing --------------------------------------------------------------------------------
 
-    def _file_states(self, k: int) -> dict[str, torch.Tensor]:
-        """File ``k``'s streams as stored (kept rows only): decoded whole when the reads run through
-        the files in order (it or the one before is decoded already), mapped for a random read."""
-        if k == 0 or self._cache.holds(k) or self._cache.holds(k - 1):
-            states = self._cache.get(k)
-            if k + 1 < len(self._planned):
-                self._cache.prefetch(k + 1)
-            return states
+    def _file_states(self, k: int) -> dict[str, np.ndarray]:
+        """File ``k``'s streams as stored (kept rows only). A zip checkpoint is mapped (its rows are
+        read when copied out), and the next file is read into the page cache in a thread meanwhile;
+        another file is decoded whole into the LRU, the next one decoded ahead when the reads run
+        through the files in order (this one or the one before is decoded already)."""
         mapped = self._mapped_states(k)
-        return mapped if mapped is not None else self._cache.get(k)
+        if mapped is not None:
+            self._warm(k + 1)
+            return mapped
+        sequential = k == 0 or self._cache.holds(k) or self._cache.holds(k - 1)
+        states = self._cache.get(k)
+        if sequential and k + 1 < len(self._planned):
+            self._cache.prefetch(k + 1)
+        return states
 
-    def _decoded(self, k: int) -> dict[str, torch.Tensor]:
+    def _decoded(self, k: int) -> dict[str, np.ndarray]:
         return self._states_of(k, read_sample(self.plan.format, self.plan.files[k], False))
 
-    def _mapped_states(self, k: int) -> dict[str, torch.Tensor] | None:
-        """A zip checkpoint loaded mapped (rows are read when sliced), or None for one that cannot be."""
-        path = self.plan.files[k]
-        if self.plan.format == SPECULATORS or path.endswith(".gz") or not zipfile.is_zipfile(path):
+    def _mappable(self, k: int) -> bool:
+        if k not in self._can_map:
+            path = self.plan.files[k]
+            self._can_map[k] = self.plan.format != SPECULATORS and not path.endswith(".gz") and zipfile.is_zipfile(path)
+        return self._can_map[k]
+
+    def _mapped_states(self, k: int) -> dict[str, np.ndarray] | None:
+        """A zip checkpoint loaded mapped (no byte is read until a row is copied out), or None for a
+        file that cannot be mapped (gzip, a legacy pickle, safetensors)."""
+        if not self._mappable(k):
             return None
         with self._mapped_lock:
             if k in self._mapped:
+                self._mapped.move_to_end(k)
                 return self._mapped[k]
-        states = self._states_of(k, read_sample(self.plan.format, path, True))
+        states = self._states_of(k, read_sample(self.plan.format, self.plan.files[k], True))
         with self._mapped_lock:
-            while len(self._mapped) >= MAPPED_FILES:
-                self._mapped.pop(next(iter(self._mapped)))
             self._mapped[k] = states
+            while len(self._mapped) > MAPPED_FILES:
+                self._mapped.popitem(last=False)  # unmapped once the last block copied from it is gone
         return states
 
-    def _states_of(self, k: int, sample: ForeignSample) -> dict[str, torch.Tensor]:
+    def _warm(self, k: int) -> None:
+        """Read file ``k`` into the page cache in the background (sequential reads at the disk's speed,
+        the GIL released), so the page faults of the mapped rows copied from it later find memory."""
+        with self._mapped_lock:
+            if k >= len(self._planned) or k in self._warmed or not self._mappable(k):
+                return
+            self._warmed.add(k)
+        self._warmer.submit(_read_through, self.plan.files[k])
+
+    def _states_of(self, k: int, sample: ForeignSample) -> dict[str, np.ndarray]:
         """What an import writes of a file: its streams' kept rows in the claimed dtype (float64 and the
         like widened or narrowed exactly as the import does)."""
         check_like_first(sample, self.plan)
@@ -224,7 +261,8 @@ class FolderSource:
         out = {}
         for name, states in streams_of(sample, self.plan).items():
             dtype = TORCH_DTYPE[self.streams[name].dtype]
-            out[name] = states if states.dtype == dtype else states.to(dtype)
+            states = states if states.dtype == dtype else states.to(dtype)
+            out[name] = to_storage(states, self.streams[name].dtype)  # a view of the tensor, no copy
         return out
 
     def _claim(self, stream: str) -> StreamClaim:
@@ -234,6 +272,7 @@ class FolderSource:
             raise BadInput(f"{self.path}: no stream {stream!r} (it has: {', '.join(self.streams)})") from None
 
     def close(self) -> None:
+        self._warmer.shutdown(wait=True, cancel_futures=True)
         self._cache.close()
         with self._mapped_lock:
             self._mapped.clear()
@@ -254,3 +293,14 @@ def open_in_place(path: str | os.PathLike, **options) -> FolderSource:
     """A foreign folder opened for reading in place (options as :func:`~alignprobe.importers.open_source`'s)."""
     return FolderSource(path, **options)
 
+
+
+def _read_through(path: str) -> None:
+    """Read a file once, discarding the bytes: its pages are then in the page cache."""
+    try:
+        buffer = bytearray(READ_THROUGH_BYTES)
+        with open(path, "rb", buffering=0) as fh:
+            while fh.readinto(buffer):
+                pass
+    except OSError:
+        pass  # the reader that maps the file reports what is wrong with it

@@ -9,6 +9,7 @@ whose samples hold the same tokens (``ids_from``), so the import pairs with a ca
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import os
@@ -23,13 +24,16 @@ from alignprobe.dump.planned_writer import PlannedDumpWriter
 from alignprobe.dump.encoding import dtype_name
 from alignprobe.dump.reader import PARTIAL_SUFFIX
 from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL
-from alignprobe.dump.writer import DEFAULT_SHARD_TOKENS
 from alignprobe.errors import BadInput
 from alignprobe.importers import specforge, speculators
 from alignprobe.importers.detect import DUMP, EAGLE, SPECFORGE, SPECULATORS, detect_format
 from alignprobe.importers.layer_ids import infer_num_layers, layer_ids_from_config, num_layers_from_config
 from alignprobe.importers.sample import ForeignSample
 from alignprobe.probes.prompts import ContentIds, token_sample_id
+
+
+READ_AHEAD_BYTES = 256 << 20  # file bytes read ahead of the one being written (at least one file)
+NO_FLUSH = 1 << 62  # the writer's flush_tokens when it flushes only at the end
 
 
 @dataclasses.dataclass
@@ -165,9 +169,13 @@ def import_source(
     ids_from: str | os.PathLike | None = None,
     overwrite: bool = False,
     progress: bool = True,
-    shard_tokens: int = DEFAULT_SHARD_TOKENS,
+    shard_tokens: int | None = None,
 ) -> ImportResult:
-    """Import a foreign dump (SpecForge, speculators or EAGLE ge_data) into the dump ``out_path``."""
+    """Import a foreign dump (SpecForge, speculators or EAGLE ge_data) into the dump ``out_path``.
+
+    ``shard_tokens``: tokens between two fsyncs; by default none until the end (an import is redone,
+    never resumed, so a periodic fsync only stalls it), the pages queued for the disk as they are
+    written (dump/write_behind.py) so the final fsync waits for little."""
     plan = plan_import(source, system=system, layer_ids=layer_ids, config=config, num_layers=num_layers,
                        target_config=target_config)
     names = SampleNames(ids_from)
@@ -180,7 +188,8 @@ def import_source(
     # shards and merge wrote it twice and read it back: 0.39x of a raw read, issue 15).
     planned = plan_samples(plan, names, progress)
     writer = PlannedDumpWriter(out_path, provenance, plan.streams, [(sid, length) for sid, length, _ in planned],
-                               overwrite=overwrite, flush_tokens=shard_tokens)
+                               overwrite=overwrite, flush_tokens=shard_tokens or NO_FLUSH,
+                               write_behind=shard_tokens is None)
     try:
         counts = _write_all(plan, planned, writer, progress)
     except BaseException:
@@ -252,15 +261,22 @@ def _write_all(plan: ImportPlan, planned, writer: PlannedDumpWriter, progress: b
 
     tokens = padded = padding_tokens = 0
     jobs = list(zip(plan.files, planned))
-    # The next file is read in a background thread while this one is written: reads and pwritev
-    # release the GIL, so the disk reads while the writer's fsyncs wait.
+    sizes = [os.path.getsize(path) for path in plan.files]
+    # The next files are read in a background thread while this one is written: reads and pwritev
+    # release the GIL, so the disk reads while the writes go to the page cache. Files are read ahead
+    # up to READ_AHEAD_BYTES (at least one), so a slow write does not stop the reading.
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="import-read") as pool:
-        ahead = pool.submit(read_sample, plan.format, jobs[0][0], False) if jobs else None
+        ahead: collections.deque = collections.deque()
+        queued = 0  # the next file to queue
         for k, (path, (sample_id, length, pad)) in enumerate(tqdm(jobs, desc=f"import {plan.format}", unit="file",
                                                                   disable=not progress)):
-            sample = ahead.result()  # every byte is wanted: one sequential read (mmap=False)
-            ahead = pool.submit(read_sample, plan.format, jobs[k + 1][0], False) if k + 1 < len(jobs) else None
+            while queued < len(jobs) and (queued <= k or sum(sizes[k + 1 : queued + 1]) <= READ_AHEAD_BYTES):
+                # every byte is wanted: one sequential read (mmap=False)
+                ahead.append(pool.submit(read_sample, plan.format, jobs[queued][0], False))
+                queued += 1
+            sample = ahead.popleft().result()
             tokens += _write_one(plan, writer, path, sample, sample_id, length, pad)
+            del sample
             if pad:
                 padded, padding_tokens = padded + 1, padding_tokens + pad
     return tokens, padded, padding_tokens
