@@ -73,6 +73,26 @@ def load_torch_dict(path: str, mmap: bool = True) -> dict:
     return data
 
 
+READ_THROUGH_BYTES = 16 << 20  # one read of read_through (into a buffer reused for the whole file)
+
+
+def is_mapped_checkpoint(path: str) -> bool:
+    """Whether ``load_torch_dict`` maps the file (a zip checkpoint; not gzip, not a legacy pickle)."""
+    return not path.endswith(".gz") and zipfile.is_zipfile(path)
+
+
+def read_through(path: str) -> None:
+    """Read a file once, discarding the bytes, so its pages are in the page cache: a mapped load of it
+    then copies from memory. Sequential reads at the disk's speed, the GIL released (a thread's job)."""
+    try:
+        buffer = bytearray(READ_THROUGH_BYTES)
+        with open(path, "rb", buffering=0) as fh:
+            while fh.readinto(buffer):
+                pass
+    except OSError:
+        pass  # the reader that maps the file reports what is wrong with it
+
+
 def _check_torch_magic(head: bytes, path: str) -> None:
     # torch.save writes a zip archive (since torch 1.6) or, in the legacy format, a pickle stream.
     if not (head.startswith(b"PK\x03\x04") or head.startswith(b"\x80")):

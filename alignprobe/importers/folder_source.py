@@ -30,7 +30,6 @@ import concurrent.futures
 import dataclasses
 import os
 import threading
-import zipfile
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -43,6 +42,7 @@ from alignprobe.errors import BadInput
 from alignprobe.importers import specforge
 from alignprobe.importers.decoded_files import DecodedFiles
 from alignprobe.importers.detect import SPECULATORS
+from alignprobe.importers.files import is_mapped_checkpoint, read_through
 from alignprobe.importers.importer import (
     ImportPlan,
     SampleNames,
@@ -57,7 +57,6 @@ from alignprobe.importers.sample import ForeignSample
 
 DEFAULT_BUDGET_BYTES = 384 << 20  # decoded files held at once (at least three whatever their size)
 MAPPED_FILES = 3  # mapped checkpoints kept open (their touched pages count as resident while mapped)
-READ_THROUGH_BYTES = 16 << 20  # one read of the page-cache warming (into a buffer reused for the file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,7 +220,7 @@ class FolderSource:
     def _mappable(self, k: int) -> bool:
         if k not in self._can_map:
             path = self.plan.files[k]
-            self._can_map[k] = self.plan.format != SPECULATORS and not path.endswith(".gz") and zipfile.is_zipfile(path)
+            self._can_map[k] = self.plan.format != SPECULATORS and is_mapped_checkpoint(path)
         return self._can_map[k]
 
     def _mapped_states(self, k: int) -> dict[str, np.ndarray] | None:
@@ -247,7 +246,7 @@ class FolderSource:
             if k >= len(self._planned) or k in self._warmed or not self._mappable(k):
                 return
             self._warmed.add(k)
-        self._warmer.submit(_read_through, self.plan.files[k])
+        self._warmer.submit(read_through, self.plan.files[k])
 
     def _states_of(self, k: int, sample: ForeignSample) -> dict[str, np.ndarray]:
         """What an import writes of a file: its streams' kept rows in the claimed dtype (float64 and the
@@ -294,13 +293,3 @@ def open_in_place(path: str | os.PathLike, **options) -> FolderSource:
     return FolderSource(path, **options)
 
 
-
-def _read_through(path: str) -> None:
-    """Read a file once, discarding the bytes: its pages are then in the page cache."""
-    try:
-        buffer = bytearray(READ_THROUGH_BYTES)
-        with open(path, "rb", buffering=0) as fh:
-            while fh.readinto(buffer):
-                pass
-    except OSError:
-        pass  # the reader that maps the file reports what is wrong with it

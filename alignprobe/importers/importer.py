@@ -27,6 +27,7 @@ from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER
 from alignprobe.errors import BadInput
 from alignprobe.importers import specforge, speculators
 from alignprobe.importers.detect import DUMP, EAGLE, SPECFORGE, SPECULATORS, detect_format
+from alignprobe.importers.files import is_mapped_checkpoint, read_through
 from alignprobe.importers.layer_ids import infer_num_layers, layer_ids_from_config, num_layers_from_config
 from alignprobe.importers.sample import ForeignSample
 from alignprobe.probes.prompts import ContentIds, token_sample_id
@@ -264,22 +265,33 @@ def _write_all(plan: ImportPlan, planned, writer: PlannedDumpWriter, progress: b
     sizes = [os.path.getsize(path) for path in plan.files]
     # The next files are read in a background thread while this one is written: reads and pwritev
     # release the GIL, so the disk reads while the writes go to the page cache. Files are read ahead
-    # up to READ_AHEAD_BYTES (at least one), so a slow write does not stop the reading.
+    # up to READ_AHEAD_BYTES (at least one), so a slow write does not stop the reading. A zip
+    # checkpoint is read into the page cache and then loaded mapped, its states written from the
+    # mapping: torch.load(mmap=False) copies every storage out of the zip at 0.6 GB/s from memory
+    # (benchmarks/README.md, section 9); another file is decoded whole in the thread.
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="import-read") as pool:
         ahead: collections.deque = collections.deque()
         queued = 0  # the next file to queue
         for k, (path, (sample_id, length, pad)) in enumerate(tqdm(jobs, desc=f"import {plan.format}", unit="file",
                                                                   disable=not progress)):
             while queued < len(jobs) and (queued <= k or sum(sizes[k + 1 : queued + 1]) <= READ_AHEAD_BYTES):
-                # every byte is wanted: one sequential read (mmap=False)
-                ahead.append(pool.submit(read_sample, plan.format, jobs[queued][0], False))
+                ahead.append(pool.submit(_read_ahead, plan.format, jobs[queued][0]))
                 queued += 1
-            sample = ahead.popleft().result()
+            sample = ahead.popleft().result() or read_sample(plan.format, path, True)
             tokens += _write_one(plan, writer, path, sample, sample_id, length, pad)
             del sample
             if pad:
                 padded, padding_tokens = padded + 1, padding_tokens + pad
     return tokens, padded, padding_tokens
+
+
+def _read_ahead(fmt: str, path: str) -> ForeignSample | None:
+    """The read-ahead thread's share of a file: a zip checkpoint into the page cache (None: the writer
+    maps it), another file decoded whole (every byte is wanted: one sequential read, mmap=False)."""
+    if fmt != SPECULATORS and is_mapped_checkpoint(path):
+        read_through(path)
+        return None
+    return read_sample(fmt, path, False)
 
 
 def _write_one(plan: ImportPlan, writer: PlannedDumpWriter, path: str, sample: ForeignSample, sample_id: str,
