@@ -192,3 +192,23 @@ def test_a_file_damaged_after_opening_is_one_line(tmp_path, model, token_lists, 
             fh.truncate(100)
         with pytest.raises(BadInput, match="data_8.ckpt"):
             folder.read_raw("aux", 0, folder.num_tokens)
+
+
+def test_a_later_file_unlike_the_first_stops_compare_in_one_line(model, token_lists, serve_dump, tmp_path):
+    """The in-place reader meets a bad file only when the pass reaches it: still one line, exit 2."""
+    from click.testing import CliRunner
+
+    from alignprobe.cli.main import cli
+
+    root = write_specforge(tmp_path / "sf", model, token_lists, gz_every=0)
+    last = sorted(p for p in (tmp_path / "sf").rglob("data_*.ckpt"))[-1]
+    record = torch.load(last, weights_only=True)
+    record["aux_hidden_state"] = record["aux_hidden_state"][..., :-8].clone()  # narrower than the first file
+    torch.save(record, last)
+    before = tree_digest(root)
+    r = CliRunner().invoke(cli, ["compare", "--train-dump", root, "--serve-dump", serve_dump,
+                                 "--train-layer-ids", ",".join(map(str, SPECFORGE_IDS))])
+    assert r.exit_code == 2, r.output + r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and last.name in lines[0] and "wide" in lines[0] and "Traceback" not in r.stderr
+    assert tree_digest(root) == before

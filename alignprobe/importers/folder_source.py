@@ -14,7 +14,8 @@ safetensors reads just those bytes). States are read on demand, each read copied
   reads at the disk's speed, the GIL released), so the streaming pass's page faults find memory
   and the disk reads while the comparison computes. A few mappings stay open (MAPPED_FILES).
   ``torch.load(mmap=False)`` was slower: it copies every storage out of the zip, 0.6 GB/s from memory
-  on the 2-core box, against 1.7 GB/s for the mapped copy (benchmarks/README.md, section 9);
+  on the 2-core box, against 1.7 GB/s for the mapped copy (benchmarks/README.md, "Import and compare
+  of a foreign folder");
 - a file that cannot be mapped (``.ckpt.gz``, a legacy pickle, safetensors, FP8 to dequantize) is
   decoded whole into a small LRU (decoded_files.py), the next file decoded ahead in a thread when
   the reads run through the files in order; a second read of a file there does not decode it again.

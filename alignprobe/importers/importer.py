@@ -268,7 +268,8 @@ def _write_all(plan: ImportPlan, planned, writer: PlannedDumpWriter, progress: b
     # up to READ_AHEAD_BYTES (at least one), so a slow write does not stop the reading. A zip
     # checkpoint is read into the page cache and then loaded mapped, its states written from the
     # mapping: torch.load(mmap=False) copies every storage out of the zip at 0.6 GB/s from memory
-    # (benchmarks/README.md, section 9); another file is decoded whole in the thread.
+    # (benchmarks/README.md, "Import and compare of a foreign folder"); another file is decoded
+    # whole in the thread.
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="import-read") as pool:
         ahead: collections.deque = collections.deque()
         queued = 0  # the next file to queue
