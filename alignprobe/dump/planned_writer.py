@@ -232,8 +232,8 @@ class PlannedDumpWriter(FinishOnExit):
             for name, arrays in parts.items():
                 place, row_bytes = self._places[name]
                 buffers = [memoryview(np.ascontiguousarray(a)).cast("B") for a in arrays]
-                writes.append(self._pool.submit(pwrite_all, self._fd, buffers, place + row * row_bytes,
-                                                self.write_behind))
+                write = _write_then_queue if self.write_behind else pwrite_all
+                writes.append(self._pool.submit(write, self._fd, buffers, place + row * row_bytes))
         concurrent.futures.wait(writes)
         for w in writes:
             w.result()
@@ -267,23 +267,19 @@ class PlannedDumpWriter(FinishOnExit):
         self._fd = None
 
 
-def pwrite_all(fd: int, buffers: Sequence[memoryview], offset: int, write_behind: bool = False) -> None:
-    """Write byte ``buffers`` back to back at ``offset`` with ``os.pwritev``, until every byte is written
-    (then, with ``write_behind``, queue them for the disk without waiting).
+def _write_then_queue(fd: int, buffers: Sequence[memoryview], offset: int) -> None:
+    """:func:`pwrite_all`, then the written range queued for the disk without waiting (write_behind.py)."""
+    pwrite_all(fd, buffers, offset)
+    start_write_out(fd, offset, sum(len(b) for b in buffers))
+
+
+def pwrite_all(fd: int, buffers: Sequence[memoryview], offset: int) -> None:
+    """Write byte ``buffers`` back to back at ``offset`` with ``os.pwritev``, until every byte is written.
 
     One call takes at most IOV_MAX buffers, and may write less than asked (Linux writes at most
     2 GiB a call): the rest goes in the next call.
     """
     buffers = [b for b in buffers if len(b)]
-    if write_behind:
-        first, length = offset, sum(len(b) for b in buffers)
-        _pwrite_all(fd, buffers, offset)
-        start_write_out(fd, first, length)
-        return
-    _pwrite_all(fd, buffers, offset)
-
-
-def _pwrite_all(fd: int, buffers: list[memoryview], offset: int) -> None:
     i = 0
     while i < len(buffers):
         written = os.pwritev(fd, buffers[i : i + IOV_MAX], offset)
