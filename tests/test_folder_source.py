@@ -212,3 +212,16 @@ def test_a_later_file_unlike_the_first_stops_compare_in_one_line(model, token_li
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and last.name in lines[0] and "wide" in lines[0] and "Traceback" not in r.stderr
     assert tree_digest(root) == before
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_speculators_rows_are_read_by_themselves(model, token_lists, tmp_path, fp8):
+    """safetensors' own slices: rows read alone, no file decoded whole, the same bits as the import."""
+    write = write_speculators_fp8 if fp8 else write_speculators
+    root = write(tmp_path / "s", model, token_lists)
+    imported = import_source(root, tmp_path / "s.h5", layer_ids=VLLM_IDS, progress=False)
+    with open_dump(imported.path) as dump, open_in_place(root, layer_ids=VLLM_IDS) as folder:
+        for stream in dump.streams:
+            for a, b, cols in [(5, 31, slice(3, 17)), (0, dump.num_tokens, None)]:
+                np.testing.assert_array_equal(folder.read_raw(stream, a, b, cols), dump.read_raw(stream, a, b, cols))
+        assert folder.decoded_files.decoded == 0

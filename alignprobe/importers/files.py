@@ -114,3 +114,7 @@ class SafetensorsFile:
 
     def tensor(self, key: str) -> torch.Tensor:
         return self._handle.get_tensor(key)
+
+    def slice(self, key: str):
+        """The tensor's lazy slice: ``f.slice(k)[a:b]`` reads rows ``a..b`` only."""
+        return self._handle.get_slice(key)

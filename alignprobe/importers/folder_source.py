@@ -16,7 +16,10 @@ safetensors reads just those bytes). States are read on demand, each read copied
   ``torch.load(mmap=False)`` was slower: it copies every storage out of the zip, 0.6 GB/s from memory
   on the 2-core box, against 1.7 GB/s for the mapped copy (benchmarks/README.md, "Import and compare
   of a foreign folder");
-- a file that cannot be mapped (``.ckpt.gz``, a legacy pickle, safetensors, FP8 to dequantize) is
+- a speculators safetensors file is read through safetensors' own slices: a read takes only its
+  rows (FP8 dequantized row by row, the same arithmetic as the whole-file reader), the next file
+  read into the page cache as for checkpoints;
+- a file that can be neither (``.ckpt.gz``, a legacy pickle, an unusual safetensors layout) is
   decoded whole into a small LRU (decoded_files.py), the next file decoded ahead in a thread when
   the reads run through the files in order; a second read of a file there does not decode it again.
 Memory: the LRU's budget (``budget_bytes``, at least three files), the mapped files' touched pages,
@@ -39,8 +42,8 @@ import torch
 from alignprobe.dump.encoding import STORAGE_DTYPE, TORCH_DTYPE, encoding_of, from_storage, to_storage
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES, Block
 from alignprobe.dump.schema import StreamClaim
-from alignprobe.errors import BadInput
-from alignprobe.importers import specforge
+from alignprobe.errors import BadInput, first_line
+from alignprobe.importers import specforge, speculators
 from alignprobe.importers.decoded_files import DecodedFiles
 from alignprobe.importers.detect import SPECULATORS
 from alignprobe.importers.files import is_mapped_checkpoint, read_through
@@ -104,6 +107,7 @@ class FolderSource:
             self._decoded, lambda states: sum(a.nbytes for a in states.values()), budget_bytes)
         self._mapped: collections.OrderedDict[int, dict[str, np.ndarray]] = collections.OrderedDict()
         self._mapped_lock = threading.Lock()
+        self._lazy: collections.OrderedDict[int, "speculators.LazyFile | None"] = collections.OrderedDict()
         self._can_map: dict[int, bool] = {}
         self._warmed: set[int] = set()
         self._warmer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-read-ahead-file")
@@ -166,9 +170,11 @@ class FolderSource:
         while row < stop:
             k = int(np.searchsorted(self.offsets, row, side="right")) - 1
             first, end = int(self.offsets[k]), min(stop, int(self.offsets[k + 1]))
-            states = self._file_states(k)[stream]
+            piece = self._lazy_rows(k, stream, row - first, end - first)
+            if piece is None:
+                piece = self._file_states(k)[stream][row - first : end - first]
             # numpy's copy of the stored bits: torch's bfloat16 copy_ ran at 0.25 GB/s here, 17x slower
-            np.copyto(out[row - start : end - start], states[row - first : end - first, columns])
+            np.copyto(out[row - start : end - start], piece[:, columns])
             row = end
         return out
 
@@ -215,6 +221,49 @@ class FolderSource:
             self._cache.prefetch(k + 1)
         return states
 
+    def _lazy_rows(self, k: int, stream: str, a: int, b: int) -> np.ndarray | None:
+        """Rows ``[a, b)`` of a speculators file read by themselves (safetensors slices), in the stored
+        encoding; None for a file that is read whole instead (a layout the lazy reader does not take)."""
+        if self.plan.format != SPECULATORS:
+            return None
+        lazy = self._lazy_file(k)
+        if lazy is None:
+            return None
+        try:
+            rows = lazy.rows(a, b)
+        except BadInput:
+            raise
+        except Exception as exc:  # noqa: BLE001 - safetensors' own errors on a damaged file
+            raise BadInput(f"{lazy.path}: not a readable safetensors file ({first_line(exc)})") from None
+        cut = self.plan.aux_slices * self.plan.hidden_size  # as streams_of splits a speculators file
+        states = rows[:, :cut] if stream == "aux" else rows[:, cut:]
+        dtype = self.streams[stream].dtype
+        return to_storage(states if states.dtype == TORCH_DTYPE[dtype] else states.to(TORCH_DTYPE[dtype]), dtype)
+
+    def _lazy_file(self, k: int) -> "speculators.LazyFile | None":
+        with self._mapped_lock:
+            if k in self._lazy:
+                self._lazy.move_to_end(k)
+                return self._lazy[k]
+        path = self.plan.files[k]
+        lazy = speculators.LazyFile.open(path)
+        if lazy is not None:
+            _, length, pad = self._planned[k]
+            if len(lazy.token_ids) != length + pad:
+                raise BadInput(f"{path}: changed while it was read ({length + pad} tokens, now {len(lazy.token_ids)})")
+            if lazy.shape[-1] != self.plan.hidden_size:
+                raise BadInput(f"{path}: hidden size {lazy.shape[-1]}, but the first file's is {self.plan.hidden_size}")
+            if lazy.shape[1] * lazy.shape[2] != self.plan.file_width:
+                raise BadInput(f"{path}: the layer states are {lazy.shape[1] * lazy.shape[2]} wide, "
+                               f"but the first file's are {self.plan.file_width}")
+        with self._mapped_lock:
+            self._lazy[k] = lazy
+            while len(self._lazy) > MAPPED_FILES:
+                self._lazy.popitem(last=False)
+        if lazy is not None:
+            self._warm(k + 1)
+        return lazy
+
     def _decoded(self, k: int) -> dict[str, np.ndarray]:
         return self._states_of(k, read_sample(self.plan.format, self.plan.files[k], False))
 
@@ -223,6 +272,10 @@ class FolderSource:
             path = self.plan.files[k]
             self._can_map[k] = self.plan.format != SPECULATORS and is_mapped_checkpoint(path)
         return self._can_map[k]
+
+    def _warmable(self, k: int) -> bool:
+        """Files read in place (mapped checkpoints, safetensors) are worth reading into the page cache."""
+        return self.plan.format == SPECULATORS or self._mappable(k)
 
     def _mapped_states(self, k: int) -> dict[str, np.ndarray] | None:
         """A zip checkpoint loaded mapped (no byte is read until a row is copied out), or None for a
@@ -244,7 +297,7 @@ class FolderSource:
         """Read file ``k`` into the page cache in the background (sequential reads at the disk's speed,
         the GIL released), so the page faults of the mapped rows copied from it later find memory."""
         with self._mapped_lock:
-            if k >= len(self._planned) or k in self._warmed or not self._mappable(k):
+            if k >= len(self._planned) or k in self._warmed or not self._warmable(k):
                 return
             self._warmed.add(k)
         self._warmer.submit(read_through, self.plan.files[k])

@@ -14,7 +14,7 @@ Read from speculators' source (vllm-project/speculators c05b95b, 2026-08-20):
 
 from __future__ import annotations
 
-
+import numpy as np
 import torch
 
 from alignprobe.errors import BadInput
@@ -74,3 +74,49 @@ def read_tokens(path: str):
     if "token_ids" not in f.keys:
         raise BadInput(f"{path}: not a speculators hidden-state file: missing token_ids")
     return as_token_ids(f.tensor("token_ids"), path, "token_ids"), None
+
+
+class LazyFile:
+    """One ``hs_<idx>.safetensors`` whose rows are read on demand (safetensors' own slices): a random
+    read of a few rows reads those rows, not the file. ``open`` checks what :func:`read` checks, from
+    the header and the token ids alone; ``rows(a, b)`` gives what :func:`read`'s states hold there
+    (FP8 times its per-token scale, the same arithmetic row by row)."""
+
+    def __init__(self, path: str, states, scales, tokens, shape: tuple[int, ...], dtype: torch.dtype):
+        self.path, self._states, self._scales, self.token_ids = path, states, scales, tokens
+        self.shape, self.dtype = shape, dtype
+
+    @classmethod
+    def open(cls, path: str) -> "LazyFile | None":
+        """The file opened lazily, or None when its layout needs the whole-file reader (a batch dim)."""
+        f = SafetensorsFile(path)
+        missing = {"token_ids", "hidden_states"} - f.keys
+        if missing:
+            raise BadInput(
+                f"{path}: not a speculators hidden-state file: missing {', '.join(sorted(missing))} "
+                f"(keys: {', '.join(sorted(f.keys)) or 'none'})"
+            )
+        tokens = as_token_ids(f.tensor("token_ids"), path, "token_ids")
+        if len(tokens) == 0:
+            raise BadInput(f"{path}: holds no tokens (token_ids is empty); remove the file or capture it again")
+        states = f.slice("hidden_states")
+        shape = tuple(states.get_shape())
+        if len(shape) != 3 or shape[0] != len(tokens) or shape[0] == 0:
+            return None
+        dtype = states[0:1].dtype
+        scales = f.slice(SCALES_KEY) if SCALES_KEY in f.keys else None
+        if scales is not None:
+            scale_shape = tuple(scales.get_shape())
+            first = scales[0:1]
+            if dtype not in FP8_DTYPES or int(np.prod(scale_shape)) != len(tokens) or not first.is_floating_point() \
+                    or scale_shape[0] != len(tokens):
+                return None  # the whole-file reader says what is wrong, in its words
+        elif dtype in FP8_DTYPES or not torch.empty(0, dtype=dtype).is_floating_point():
+            return None
+        return cls(path, states, scales, tokens, shape, dtype)
+
+    def rows(self, a: int, b: int) -> torch.Tensor:
+        """Rows ``[a, b)`` as ``read`` gives them: ``[b - a, L * H]``, FP8 dequantized to float32."""
+        states = self._states[a:b]
+        scales = self._scales[a:b] if self._scales is not None else None
+        return dequantized(states, scales, self.path, b - a).reshape(b - a, -1)
