@@ -102,6 +102,7 @@ class FolderSource:
         self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         self._tokens = np.concatenate(kept).astype(np.int64, copy=False)
         self.streams: dict[str, StreamClaim] = dict(plan.streams)
+        self.marks = None  # every row of a foreign file is a row its system returned (dump/marks.py)
         self._encodings = {name: encoding_of(c.dtype) for name, c in self.streams.items()}
         self._cache: DecodedFiles[dict[str, np.ndarray]] = DecodedFiles(
             self._decoded, lambda states: sum(a.nbytes for a in states.values()), budget_bytes)
