@@ -14,6 +14,10 @@ with the files evicted from the page cache before each run (``--cache warm`` to 
 (``--variants`` picks which; raw always runs)
 
 and prints throughput (stored bytes of both dumps / seconds), the ratio to raw, and peak RSS.
+``--trees NAME=PATH,...`` runs each library variant once more per tree (another checkout, e.g. a
+``git worktree`` of the commit before a change), on the same files in the same repeat, so a
+before/after pair is measured on one machine in one run. With ``--repeats`` above 1 the median
+seconds are printed beside the best (the ratio is of the best, as before).
 
 ``--profile`` shows where compare's time goes instead (the pass, its waits for the reading thread,
 that thread's time inside reads, the mapping search beside it).
@@ -35,6 +39,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 
@@ -76,9 +81,11 @@ if len(sys.argv) > 4:  # module settings to change first: {"module:NAME": value}
 t0 = time.perf_counter()
 result = alignprobe.compare.compare(sys.argv[1], sys.argv[2], **kwargs)
 seconds = time.perf_counter() - t0
+import os
+tree = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(alignprobe.compare.__file__))))
 slices = {f"{s.serve_stream}/{m.label}": {"cosine_mean": m.cosine_mean, "rel_rms": m.rel_rms, "tokens": m.tokens,
           "cosine_mean_se": m.cosine_mean_se, "rel_rms_se": m.rel_rms_se} for s in result.streams for m in s.slices}
-print(json.dumps({"seconds": seconds, "peak_mb": peak_rss_mb(), "verdict": result.verdict, "slices": slices,
+print(json.dumps({"seconds": seconds, "peak_mb": peak_rss_mb(), "verdict": result.verdict, "slices": slices, "tree": tree,
                   "samples": result.tokens.compared_samples,
                   "multiplier": result.options.get("interval_multiplier")}))
 """
@@ -173,31 +180,44 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
 }
 
 
-def throughput(sizes: list[float], folder: str, cache: str, repeats: int, variants: list[str]) -> None:
-    print(f"{'GB/dump':>7s} {'reader':8s} {'seconds':>8s} {'GB/s':>6s} {'vs raw':>7s} {'peak RSS':>9s}")
+def throughput(sizes: list[float], folder: str, cache: str, repeats: int, variants: list[str],
+               trees: dict[str, str] | None = None) -> None:
+    """``trees``: name -> checkout: each library variant runs once per tree (named variant@tree)."""
+    width = max([8] + [len(f"{v}@{t}") for v in variants for t in (trees or {})])
+    print(f"{'GB/dump':>7s} {'reader':{width}s} {'seconds':>8s} {'GB/s':>6s} {'vs raw':>7s} {'peak RSS':>9s}"
+          + (f" {'median s':>8s}" if repeats > 1 else ""))
+    runners = [(name, None) for name in variants] if not trees else [
+        (f"{name}@{tree}", path) for tree, path in trees.items() for name in variants]
     for gb in sizes:
         train, serve = os.path.join(folder, f"train-{gb:g}.h5"), os.path.join(folder, f"serve-{gb:g}.h5")
         facts = write_pair(train, serve, tokens_for(gb))
         total_bytes = None
-        runs: dict[str, list[dict]] = {"raw": []} | {v: [] for v in variants}
+        runs: dict[str, list[dict]] = {"raw": []} | {label: [] for label, _ in runners}
         for _ in range(repeats):
             _prepare([train, serve], cache)
             raw = run_child(RAW_CHILD, train, serve)
             total_bytes = raw["bytes"]
             runs["raw"].append(raw)
-            for name in variants:
+            for label, tree in runners:
+                name = label.split("@")[0]
+                repo = {"tree": os.path.abspath(tree)} if tree else {}
                 _prepare([train, serve], cache)
                 if name == "cli":
-                    runs["cli"].append(run_child(CLI_CHILD, train, serve, os.path.join(folder, "result.json")))
+                    runs[label].append(run_child(CLI_CHILD, train, serve, os.path.join(folder, "result.json"), **repo))
                 else:
                     kwargs, settings = VARIANTS[name]
-                    runs[name].append(run_child(LIBRARY_CHILD, train, serve, json.dumps(kwargs), json.dumps(settings)))
+                    r = run_child(LIBRARY_CHILD, train, serve, json.dumps(kwargs), json.dumps(settings), **repo)
+                    if tree and os.path.realpath(r["tree"]) != os.path.realpath(tree):
+                        raise SystemExit(f"--trees {label}: alignprobe was imported from {r['tree']}, not {tree}")
+                    runs[label].append(r)
         best = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
         raw_rate = total_bytes / best["raw"]["seconds"]
         for name, r in best.items():
             rate = total_bytes / r["seconds"]
             peak = max(x["peak_mb"] for x in runs[name])
-            print(f"{gb:7g} {name:8s} {r['seconds']:8.2f} {rate / 1e9:6.2f} {rate / raw_rate:6.2f}x {peak:7.0f}MB", flush=True)
+            median = statistics.median(x["seconds"] for x in runs[name])
+            print(f"{gb:7g} {name:{width}s} {r['seconds']:8.2f} {rate / 1e9:6.2f} {rate / raw_rate:6.2f}x {peak:7.0f}MB"
+                  + (f" {median:8.2f}" if repeats > 1 else ""), flush=True)
         print(f"        ({facts['tokens']} tokens, {facts['samples']} samples a dump, pair written in {facts['seconds']:.0f} s)")
         for p in (train, serve):
             os.remove(p)
@@ -320,6 +340,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--variants", default="library,lib_seq,lib_1t,cli",
                    help=f"comma separated, of {', '.join([*VARIANTS, 'cli'])} (raw always runs)")
+    p.add_argument("--trees", default="",
+                   help="NAME=PATH,...: run each library variant in each of these checkouts (before/after in one run)")
     p.add_argument("--profile", action="store_true",
                    help="where compare's time goes at each --sizes: pass, waiting for reads, reading, mapping")
     p.add_argument("--mapping", action="store_true", help="measure the mapping search and token sampling instead")
@@ -329,7 +351,7 @@ def main() -> None:
                    help="measure only --max-tokens / --sample against the full compare, with the reported error")
     p.add_argument("--sampling-gb", type=float, default=0.5, help="size of each dump of the --sampling pair")
     args = p.parse_args()
-    folder = args.dir or tempfile.mkdtemp(prefix="alignprobe-bench-")
+    folder = os.path.abspath(args.dir or tempfile.mkdtemp(prefix="alignprobe-bench-"))
     os.makedirs(folder, exist_ok=True)
     try:
         if args.profile:
@@ -339,7 +361,9 @@ def main() -> None:
         elif args.mapping:
             mapping_cost(args.mapping_gb, folder, args.cache, args.devices.split(","))
         else:
-            throughput([float(s) for s in args.sizes.split(",")], folder, args.cache, args.repeats, args.variants.split(","))
+            trees = dict(t.split("=", 1) for t in args.trees.split(",")) if args.trees else None
+            throughput([float(s) for s in args.sizes.split(",")], folder, args.cache, args.repeats, args.variants.split(","),
+                       trees)
     finally:
         if not args.dir:
             shutil.rmtree(folder, ignore_errors=True)
