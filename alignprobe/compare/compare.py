@@ -20,12 +20,12 @@ import h5py
 from alignprobe.compare import feeding, streaming
 from alignprobe.compare.diagnose import diagnose
 from alignprobe.compare.diagnoses.tokens import token_findings
-from alignprobe.compare.explaining import explain_plans
+from alignprobe.compare.explaining import ExplainSamples
 from alignprobe.compare.kernels import Kernels, kernels_for
 from alignprobe.compare.mapping import sample_rows
 from alignprobe.compare.nonfinite_where import NonfiniteWhere
 from alignprobe.compare.pairing import pair_samples
-from alignprobe.compare.plan import plan_streams, train_geometry
+from alignprobe.compare.plan import pass_streams, plan_streams, train_geometry
 from alignprobe.compare.policy import Policy, resolve_policy
 from alignprobe.compare.result import CompareResult, Finding
 from alignprobe.compare.sampling import describe
@@ -96,17 +96,24 @@ def compare(
         population = tokens.alignable_samples if sampled_run else None
         measured = [p for p in plans if p.width_ok]
         searches = feeding.mapping_sums(tr, sv, plans, segments, sampled, hidden_size, kernels)
-        # The explanations read a few samples' rows and fit on them in a thread beside the pass (which
-        # waits on its reads most of the time), so they cost the comparison little wall time.
+        # The explanations' rows come from the pass's own blocks where it reads their streams (the rest
+        # is read beside it); they are fitted in a thread beside the pass's second half, so they cost
+        # the comparison little wall time (benchmarks/results/compare_explain_cost.txt).
+        samples = ExplainSamples(tr, sv, plans, segments, num_layers, pass_streams(plans))
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-explain") as pool:
-            explaining = pool.submit(explain_plans, tr, sv, plans, segments, num_layers, policy)
+            explaining = pool.submit(samples.explain, policy)
             nonfinite = NonfiniteWhere(segments)  # where NaN / Inf rows are, over every row of the pass
-            comparisons, found = feeding.run_searches(
-                tr, sv, plans, searches,
-                lambda fed: streaming.measure(tr, sv, measured, segments, hidden_size, block_bytes, kernels, population,
-                                              fed, progress, nonfinite),
-                policy.mapping_tie_cosine,
-            )
+            finished = False
+            try:
+                comparisons, found = feeding.run_searches(
+                    tr, sv, plans, searches,
+                    lambda fed: streaming.measure(tr, sv, measured, segments, hidden_size, block_bytes, kernels,
+                                                  population, fed, progress, nonfinite, samples.take),
+                    policy.mapping_tie_cosine,
+                )
+                finished = True
+            finally:
+                samples.pass_over(finished)
             explained, _ = explaining.result()  # its NaN rows are the sampled ones; the pass saw them all
         diagnosis = diagnose(tr, sv, plans, found, comparisons, segments, findings, policy, hidden_size, num_layers,
                              sampled_run, tokens.compared_samples, notes, explained, nonfinite)

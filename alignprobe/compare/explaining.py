@@ -1,14 +1,22 @@
-"""The diagnosis step's inputs: a few whole samples' rows read for the explanations, per serve stream.
+"""The diagnosis step's inputs: a few whole samples' rows, gathered once for every explained stream.
 
 The explanations need rows in context (the same sample at other positions for a row shift, the
-neighbouring samples for rows from another request), so this reads runs of consecutive paired
-samples, each from its first position, rather than the mapping search's windows. It reads only
-the train slices a serve slice may be a transform of: the expected one, the mapping search's best
-and runner-up, their neighbours (for a residual split) and both finals; a few MB in all, so the
-explanations cost little beside the streaming pass.
+neighbouring samples for rows from another request), so they take runs of consecutive paired
+samples, each from its first position, rather than the mapping search's windows. Only the train
+slices a serve slice may be a transform of are kept: the expected one, its neighbours (for a
+residual split) and both finals; a few MB in all.
+
+Where the streaming pass reads a stream anyway, it hands these rows over from its own blocks
+(:meth:`ExplainSamples.take`, as feeding.py does for the mapping search): read a second time, they
+would cost a second read of the same chunks, under h5py's lock that the pass waits on
+(benchmarks/README.md). The rest is read beside the pass. Every row lands in one preallocated
+float32 buffer per serve stream and per train slice, shared by every stream's explanations, so no
+copy of them is made (benchmarks/results/compare_explain_cost.txt measures what this saved).
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -18,10 +26,11 @@ from alignprobe.compare.mapping import candidate_key
 from alignprobe.compare.pairing import Segment
 from alignprobe.compare.plan import StreamPlan
 from alignprobe.compare.policy import Policy
-from alignprobe.compare.result import MappingSearch, SliceExplanation
+from alignprobe.compare.result import SliceExplanation
 from alignprobe.dump import ROLE_LAYERS, Dump
+from alignprobe.dump.encoding import widen_into
 
-EXPLAIN_BYTES = 24 << 20  # float32 rows held at once for one stream's explanations (H = 7168: ~120 rows)
+EXPLAIN_BYTES = 24 << 20  # float32 rows held for every stream's explanations (H = 7168, 8 slices: ~110 rows)
 MAX_ROWS = 1024
 MIN_ROWS = 64
 RUNS = 2  # runs of consecutive samples (the start and the middle of the pairing order)
@@ -30,78 +39,146 @@ SMALL_TRAIN = 16  # train slices in all, at most, for every one of them to be a 
 FIT_RUN = 8  # positions per run of fit / held-out rows inside a sample
 
 
-def explain_plans(train: Dump, serve: Dump, plans: list[StreamPlan], segments: list[Segment], num_layers: int,
-                  policy: Policy) -> tuple[dict[str, list[SliceExplanation]], list[dict]]:
-    """Explanations of every drafter_input / final stream whose width matches training (layers stacks
-    are investigation views: not explained), and where the sampled rows held non-finite values.
-    Independent of the streaming pass and the mapping search, so it runs beside them."""
-    where: list[dict] = []
-    out = {p.serve_stream: explain_plan(train, serve, p, None, segments, num_layers, policy, where)
-           for p in plans if p.width_ok and p.role != ROLE_LAYERS}
-    return out, where
+class ExplainSamples:
+    """The explanations' rows of every explained stream: the pass feeds what it reads
+    (:meth:`take`), :meth:`explain` reads the rest, waits for the pass's share, and fits."""
 
+    def __init__(self, train: Dump, serve: Dump, plans: list[StreamPlan], segments: list[Segment], num_layers: int,
+                 pass_streams: tuple[set[str], set[str]]):
+        """``pass_streams``: (serve, train) streams the streaming pass reads (plan.pass_streams)."""
+        self.train, self.serve, self.num_layers = train, serve, num_layers
+        self.hidden = train.streams[next(iter(train.streams))].hidden_size
+        # explained: drafter_input / final streams whose width matches training (layers stacks are
+        # investigation views)
+        self.keys = {p.serve_stream: keys for p in plans if p.width_ok and p.role != ROLE_LAYERS
+                     for keys in [_candidate_keys(train, p, num_layers)] if keys}
+        self.plans = [p for p in plans if p.serve_stream in self.keys]
+        self.where = {k: v for keys in self.keys.values() for k, v in keys.items()}  # key -> (train stream, slice)
+        slices = sum(p.num_slices for p in self.plans) + len(self.where)
+        budget = max(MIN_ROWS, min(MAX_ROWS, EXPLAIN_BYTES // (4 * self.hidden * max(1, slices))))
+        self.chosen = _chosen_segments(segments, budget) if self.plans else []
+        self.starts = np.cumsum([0] + [length for _, length in self.chosen])
+        rows, H = int(self.starts[-1]), self.hidden
+        self.served = {p.serve_stream: np.empty((rows, p.num_slices * H), np.float32) for p in self.plans}
+        self.trained = {key: np.empty((rows, H), np.float32) for key in self.where}
+        fed_serve, fed_train = pass_streams
+        self.fed_serve = [s for s in self.served if s in fed_serve]
+        self.fed_keys = [k for k, (stream, _) in self.where.items() if stream in fed_train]
+        self.own_serve = [s for s in self.served if s not in fed_serve]
+        self.own_keys = [k for k in self.where if k not in self.fed_keys]
+        self._received = np.zeros(rows, bool)
+        self._fed = threading.Event()
+        self._pass_finished = True
+        if not (self.fed_serve or self.fed_keys) or not rows:
+            self._fed.set()
 
-def explain_plan(train: Dump, serve: Dump, plan: StreamPlan, mapping: MappingSearch | None, segments: list[Segment],
-                 num_layers: int, policy: Policy, where_nonfinite: list[dict]) -> list[SliceExplanation]:
-    """Explanations of every slice of one serve stream (one whose width matches training)."""
-    keys = _candidate_keys(train, plan, mapping, num_layers)
-    if not keys or not segments:
-        return []
-    hidden = train.streams[next(iter(train.streams))].hidden_size
-    budget = max(MIN_ROWS, min(MAX_ROWS, EXPLAIN_BYTES // (4 * hidden * (plan.num_slices + len(keys)))))
-    chosen = _chosen_segments(segments, budget)
-    serve_parts, train_parts, samples, positions = [], {k: [] for k in keys}, [], []
-    by_stream: dict[str, dict] = {}
-    for key, (stream, j) in keys.items():
-        by_stream.setdefault(stream, {})[key] = j
-    for number, (seg, length) in enumerate(chosen):
-        serve_parts.append(serve.read(plan.serve_stream, seg.serve_row, seg.serve_row + length))
-        # one read a train stream (the columns its wanted slices span), sliced here: a chunked dataset
-        # read column by column would read each chunk once per slice, and h5py reads one call at a time
-        # (the streaming pass beside this waits for every call)
-        for stream, slices in by_stream.items():
-            lo, hi = min(slices.values()), max(slices.values()) + 1
-            block = train.read(stream, seg.train_row, seg.train_row + length, slice(lo * hidden, hi * hidden))
-            for key, j in slices.items():
-                train_parts[key].append(block[:, (j - lo) * hidden : (j - lo + 1) * hidden])
-        samples.append(np.full(length, number))
-        positions.append(seg.position + np.arange(length))
-    served = np.concatenate(serve_parts).reshape(-1, plan.num_slices, hidden)
-    trained = {k: np.concatenate(v) for k, v in train_parts.items()}
-    sample, position = np.concatenate(samples), np.concatenate(positions)
-    finite = np.isfinite(served).all(axis=(1, 2))
-    for v in trained.values():
-        finite &= np.isfinite(v).all(axis=1)
-    for r in np.flatnonzero(~finite)[:20]:
-        where_nonfinite.append({"stream": plan.serve_stream, "sample_id": chosen[int(sample[r])][0].sample_id,
-                                "position": int(position[r])})
-    keep = finite
-    sclaim = serve.streams[plan.serve_stream]
-    claimed = [sclaim.hf_indices[j] if sclaim.width == plan.num_slices * hidden and j < len(sclaim.hf_indices) else None
-               for j in range(plan.num_slices)]
-    labels = {}
-    for key, (stream, j) in keys.items():
-        labels[key] = train.streams[stream].slice_label(j)
-    rows = ExplainRows(
-        serve=served[keep],
-        train={k: v[keep] for k, v in trained.items()},
-        sample=sample[keep],
-        position=position[keep],
-        sample_ids=[seg.sample_id for seg, _ in chosen],
-        fit=((position[keep] // FIT_RUN) + sample[keep]) % 2 == 0,
-        expected=list(plan.expected_keys),
-        claimed=claimed,
-        num_layers=num_layers,
-        tolerance=policy.drift_fail_rel_rms,
-        drift_tolerance=policy.explain_drift_rel_rms,
-        position_growth=policy.position_growth,
-        train_provenance=_provenance(train),
-        serve_provenance=_provenance(serve),
-        labels=labels,
-    )
-    if rows.fit.sum() < 4 or rows.held_out.sum() < 4:
-        return []
-    return explain_stream(rows, plan.serve_stream)
+    # -- the streaming pass's side (its own thread) -----------------------------------------------
+
+    def take(self, served_raw: dict, trained_raw: dict, v0: int, t0: int, n: int) -> None:
+        """Copy the wanted rows of one of the pass's blocks (stored encoding; serve rows from ``v0``,
+        train rows from ``t0``, ``n`` of each, aligned row by row)."""
+        if self._fed.is_set():
+            return
+        H = self.hidden
+        for (seg, length), start in zip(self.chosen, self.starts):
+            first, last = max(t0, seg.train_row), min(t0 + n, seg.train_row + length)
+            if first >= last or seg.serve_row - seg.train_row != v0 - t0:
+                continue
+            src = slice(first - t0, last - t0)
+            dst = slice(start + first - seg.train_row, start + last - seg.train_row)
+            for s in self.fed_serve:
+                widen_into(self.served[s][dst], served_raw[s][src], self.serve.encoding(s))
+            for key in self.fed_keys:
+                stream, j = self.where[key]
+                widen_into(self.trained[key][dst], trained_raw[stream][src, j * H : (j + 1) * H],
+                           self.train.encoding(stream))
+            self._received[dst] = True
+        if self._received.all():
+            self._fed.set()
+
+    def pass_over(self, finished: bool) -> None:
+        """The pass ended (``finished``) or stopped early: :meth:`explain` waits no longer."""
+        self._pass_finished = finished
+        self._fed.set()
+
+    # -- the explanations' side (a thread beside the pass) ----------------------------------------
+
+    def explain(self, policy: Policy) -> tuple[dict[str, list[SliceExplanation]], list[dict]]:
+        """Explanations of every explained stream, and where the sampled rows held non-finite values.
+        Empty when the pass stopped before it handed every row over (compare fails then anyway)."""
+        self._read(self.own_serve, self.own_keys)
+        self._fed.wait()
+        if not self._pass_finished:
+            return {}, []
+        if not self._received.all():  # a finished pass hands every row over; should one be missed, read it
+            self._read(self.fed_serve, self.fed_keys, only_missing=True)
+        for array in (*self.served.values(), *self.trained.values()):
+            array.flags.writeable = False  # shared by every stream's explanations
+        where: list[dict] = []
+        out = {p.serve_stream: self._explain_plan(p, policy, where) for p in self.plans}
+        return out, where
+
+    def _read(self, serve_streams: list[str], keys: list, only_missing: bool = False) -> None:
+        """Read the rows of these streams and train slices: one read a stream and sample (the columns its
+        wanted slices span; a chunked dataset read column by column would read each chunk once per slice)."""
+        H = self.hidden
+        by_stream: dict[str, list] = {}
+        for key in keys:
+            by_stream.setdefault(self.where[key][0], []).append(key)
+        for (seg, length), start in zip(self.chosen, self.starts):
+            dst = slice(start, start + length)
+            if only_missing and self._received[dst].all():
+                continue
+            for s in serve_streams:
+                widen_into(self.served[s][dst], self.serve.read_raw(s, seg.serve_row, seg.serve_row + length),
+                           self.serve.encoding(s))
+            for stream, keys in by_stream.items():
+                lo = min(self.where[k][1] for k in keys)
+                hi = max(self.where[k][1] for k in keys) + 1
+                block = self.train.read_raw(stream, seg.train_row, seg.train_row + length, slice(lo * H, hi * H))
+                for key in keys:
+                    j = self.where[key][1] - lo
+                    widen_into(self.trained[key][dst], block[:, j * H : (j + 1) * H], self.train.encoding(stream))
+
+    def _explain_plan(self, plan: StreamPlan, policy: Policy, where_nonfinite: list[dict]) -> list[SliceExplanation]:
+        """Explanations of every slice of one serve stream."""
+        keys, H = self.keys[plan.serve_stream], self.hidden
+        served = self.served[plan.serve_stream].reshape(-1, plan.num_slices, H)
+        trained = {k: self.trained[k] for k in keys}
+        sample = np.repeat(np.arange(len(self.chosen)), [length for _, length in self.chosen])
+        position = np.concatenate([seg.position + np.arange(length) for seg, length in self.chosen])
+        finite = np.isfinite(served).all(axis=(1, 2))
+        for v in trained.values():
+            finite &= np.isfinite(v).all(axis=1)
+        for r in np.flatnonzero(~finite)[:20]:
+            where_nonfinite.append({"stream": plan.serve_stream, "sample_id": self.chosen[int(sample[r])][0].sample_id,
+                                    "position": int(position[r])})
+        if not finite.all():  # the rare case: copies without the non-finite rows
+            served, sample, position = served[finite], sample[finite], position[finite]
+            trained = {k: v[finite] for k, v in trained.items()}
+        sclaim = self.serve.streams[plan.serve_stream]
+        claimed = [sclaim.hf_indices[j] if sclaim.width == plan.num_slices * H and j < len(sclaim.hf_indices) else None
+                   for j in range(plan.num_slices)]
+        rows = ExplainRows(
+            serve=served,
+            train=trained,
+            sample=sample,
+            position=position,
+            sample_ids=[seg.sample_id for seg, _ in self.chosen],
+            fit=((position // FIT_RUN) + sample) % 2 == 0,
+            expected=list(plan.expected_keys),
+            claimed=claimed,
+            num_layers=self.num_layers,
+            tolerance=policy.drift_fail_rel_rms,
+            drift_tolerance=policy.explain_drift_rel_rms,
+            position_growth=policy.position_growth,
+            train_provenance=_provenance(self.train),
+            serve_provenance=_provenance(self.serve),
+            labels={key: self.train.streams[stream].slice_label(j) for key, (stream, j) in keys.items()},
+        )
+        if rows.fit.sum() < 4 or rows.held_out.sum() < 4:
+            return []
+        return explain_stream(rows, plan.serve_stream)
 
 
 def _provenance(dump: Dump) -> dict:
@@ -121,7 +198,7 @@ def _chosen_segments(segments: list[Segment], budget: int) -> list[tuple[Segment
     return [(seg, min(seg.length, share)) for seg in picked]
 
 
-def _candidate_keys(train: Dump, plan: StreamPlan, mapping: MappingSearch | None, num_layers: int) -> dict:
+def _candidate_keys(train: Dump, plan: StreamPlan, num_layers: int) -> dict:
     """key -> (train stream, slice) for the train slices worth fitting against."""
     where: dict = {}
     for name, claim in train.streams.items():
@@ -131,13 +208,6 @@ def _candidate_keys(train: Dump, plan: StreamPlan, mapping: MappingSearch | None
     for key in plan.expected_keys:
         if key is not None:
             wanted |= {key, (key[0] - 1, "post"), (key[0] + 1, "post"), (key[0] + 2, "post"), (key[0] - 2, "post")}
-    if mapping is not None:
-        for m in mapping.matches:
-            for c in (m.best, m.runner_up):
-                if c >= 0:
-                    cand = mapping.candidates[c]
-                    i = cand.hf_index
-                    wanted |= {(i, cand.final_norm), (i - 1, "post"), (i + 1, "post")}
     wanted |= {(num_layers, "pre"), (num_layers, "post")}
     if len(where) <= SMALL_TRAIN:  # a train side of few slices (a SpecForge dataset): all of them
         wanted |= set(where)

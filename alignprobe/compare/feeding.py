@@ -13,7 +13,7 @@ import concurrent.futures
 from typing import Callable
 
 from alignprobe.compare.mapping import MappingRequest, MappingSums, read_into, sample_rows, train_candidates
-from alignprobe.compare.plan import StreamPlan
+from alignprobe.compare.plan import StreamPlan, pass_streams
 from alignprobe.compare.result import MappingSearch
 from alignprobe.dump import Dump
 
@@ -48,9 +48,7 @@ def run_searches(train: Dump, serve: Dump, plans: list[StreamPlan], searches: li
                  streaming_pass: Callable[[list[MappingSums]], list], tie_cosine: float):
     """Run ``streaming_pass(fed)`` with the searches it can feed, the others reading their own rows in a
     thread beside it; returns (the pass's result, serve stream -> MappingSearch)."""
-    measured = [p for p in plans if p.width_ok]
-    pass_serve = {p.serve_stream for p in measured if any(e is not None for e in p.expected)}
-    pass_train = {e[0] for p in measured for e in p.expected if e is not None}
+    pass_serve, pass_train = pass_streams(plans)
     fed = [m for m in searches if m.serve_streams <= pass_serve and m.train_streams <= pass_train]
     own = [m for m in searches if m not in fed]
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-mapping") as pool:

@@ -107,3 +107,12 @@ def plan_streams(train: Dump, serve: Dump, hidden_size: int, notes: list[str]) -
         if _first(train, role) and not _first(serve, role):
             notes.append(f"the serve dump has no {role} stream: the train side's {_first(train, role)!r} is not checked")
     return plans
+
+
+def pass_streams(plans: list[StreamPlan]) -> tuple[set[str], set[str]]:
+    """(serve streams, train streams) the streaming pass reads: those of every expected pair of the
+    plans whose width matches training. What it reads it can hand on (feeding.py, explaining.py)."""
+    measured = [p for p in plans if p.width_ok]
+    serve = {p.serve_stream for p in measured if any(e is not None for e in p.expected)}
+    train = {e[0] for p in measured for e in p.expected if e is not None}
+    return serve, train

@@ -61,11 +61,14 @@ def measure(
     mapping: list[MappingSums] = (),
     progress: Callable[[int, int], None] | None = None,
     nonfinite: NonfiniteWhere | None = None,
+    explain_feed: Callable[[dict, dict, int, int, int], None] | None = None,
 ) -> list[StreamComparison]:
     """The streaming pass. ``population``: samples the compared ones were chosen from, when rows were
     left out: each row then carries its sample's number, for the standard errors. ``mapping``:
     searches whose streams the pass reads: each is fed the rows of its windows from the blocks.
-    ``nonfinite``: told where the rows holding NaN or Inf are (only blocks that have one)."""
+    ``nonfinite``: told where the rows holding NaN or Inf are (only blocks that have one).
+    ``explain_feed(served, trained, v0, t0, n)``: given every block as read (stored encoding), before
+    it is loaded (explaining.ExplainSamples.take)."""
     max_position = max((s.position + s.length for s in segments), default=1)
     per_sample = len(segments) if population is not None else 0
     pairs = [
@@ -123,6 +126,8 @@ def measure(
     feeding: collections.deque[concurrent.futures.Future] = collections.deque()
     try:
         for pos, samples, served, trained, v0, t0 in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
+            if explain_feed is not None:
+                explain_feed(served, trained, v0, t0, len(pos))
             served = {s: kernels.load(raw, serve.encoding(s)) for s, raw in served.items()}
             trained = {s: kernels.load(raw, train.encoding(s)) for s, raw in trained.items()}
             for search in mapping:

@@ -80,6 +80,14 @@ def from_storage(raw: np.ndarray, encoding: str) -> np.ndarray:
     return raw.astype(np.float32, copy=False)
 
 
+def widen_into(out: np.ndarray, raw: np.ndarray, encoding: str) -> None:
+    """:func:`from_storage` into ``out`` (float32, C-contiguous, raw's shape): no array of its own."""
+    if encoding == ENCODING_BF16_BITS:
+        np.left_shift(raw, 16, out=out.view(np.uint32), dtype=np.uint32)
+    else:
+        out[...] = raw
+
+
 def to_torch(raw: np.ndarray, encoding: str) -> "torch.Tensor":
     """Stored values as a tensor of the captured dtype (bfloat16 stays bfloat16)."""
     import torch
