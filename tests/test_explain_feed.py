@@ -1,0 +1,90 @@
+"""The explanations' rows handed over by the streaming pass are the rows a direct read gives, bit for
+bit, in every stored encoding; a pass that stops early never leaves the explanations waiting, and a
+finished pass that missed a row has it read."""
+
+import numpy as np
+import pytest
+
+from alignprobe.compare import streaming
+from alignprobe.compare.explaining import ExplainSamples
+from alignprobe.compare.kernels import kernels_for
+from alignprobe.compare.pairing import pair_samples
+from alignprobe.compare.plan import pass_streams, plan_streams, train_geometry
+from alignprobe.compare.policy import resolve_policy
+from alignprobe.dump import StreamClaim, open_dump
+from compare_helpers import AUX, H, N, make_samples, write_dump
+
+
+def _pair(tmp_path, dtype):
+    """A SpecForge-like train side (the aux concat and the final only: every slice a candidate) and a
+    serve side of both streams, with noise so the fits have something to measure."""
+    samples = make_samples(num=12, length=40)
+    streams = {"eagle3_aux": StreamClaim(AUX, H, N, dtype, "post", "drafter_input"),
+               "final": StreamClaim((N,), H, N, dtype, "post", "final")}
+    rng = np.random.default_rng(1)
+
+    def states(noise):
+        return lambda hf, pre, sid: {
+            "eagle3_aux": hf[:, list(AUX)].reshape(len(hf), -1) + noise * rng.standard_normal((len(hf), 3 * H)),
+            "final": hf[:, N] + noise * rng.standard_normal((len(hf), H)),
+        }
+
+    train = write_dump(tmp_path / "train.h5", samples, streams, states(0.0))
+    serve = write_dump(tmp_path / "serve.h5", samples, streams, states(0.02))
+    return train, serve
+
+
+def _samples(tr, sv, fed: bool):
+    hidden, layers = train_geometry(tr)
+    _, segments = pair_samples(tr, sv, tokenizer=None)
+    plans = plan_streams(tr, sv, hidden, [])
+    read = pass_streams(plans) if fed else (set(), set())
+    return ExplainSamples(tr, sv, plans, segments, layers, read), plans, segments, hidden
+
+
+def _fed_by_the_pass(tr, sv):
+    samples, plans, segments, hidden = _samples(tr, sv, fed=True)
+    measured = [p for p in plans if p.width_ok]
+    # small blocks, so the chosen samples' rows are cut across blocks
+    streaming.measure(tr, sv, measured, segments, hidden, 4 * 4 * H * 7, kernels_for("cpu"), explain_feed=samples.take)
+    samples.pass_over(True)
+    return samples
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_rows_from_the_pass_equal_rows_read(tmp_path, dtype):
+    train, serve = _pair(tmp_path, dtype)
+    policy = resolve_policy(None)
+    with open_dump(train) as tr, open_dump(serve) as sv:
+        fed = _fed_by_the_pass(tr, sv)
+        read, _, _, _ = _samples(tr, sv, fed=False)
+        assert fed.fed_serve and fed.fed_keys and not fed.own_serve and not fed.own_keys
+        assert not read.fed_serve and not read.fed_keys
+        assert fed._received.all()
+        by_fit, by_read = fed.explain(policy), read.explain(policy)
+        for name in fed.served:
+            assert np.array_equal(fed.served[name], read.served[name])
+        for key in fed.trained:
+            assert np.array_equal(fed.trained[key], read.trained[key])
+    assert set(by_fit[0]) == {"eagle3_aux", "final"}
+    assert by_fit == by_read
+    assert all(e.winner.name == "identity" for es in by_fit[0].values() for e in es)
+
+
+def test_a_pass_that_stops_early_never_leaves_them_waiting(tmp_path):
+    train, serve = _pair(tmp_path, "float32")
+    with open_dump(train) as tr, open_dump(serve) as sv:
+        samples, *_ = _samples(tr, sv, fed=True)
+        samples.pass_over(False)  # nothing was handed over: the compare is failing
+        assert samples.explain(resolve_policy(None)) == ({}, [])
+
+
+def test_rows_a_finished_pass_did_not_hand_over_are_read(tmp_path):
+    train, serve = _pair(tmp_path, "bfloat16")
+    policy = resolve_policy(None)
+    with open_dump(train) as tr, open_dump(serve) as sv:
+        missed, *_ = _samples(tr, sv, fed=True)
+        missed.pass_over(True)
+        read, *_ = _samples(tr, sv, fed=False)
+        explained = missed.explain(policy)
+        assert explained == read.explain(policy) and explained[0]["eagle3_aux"]
