@@ -28,21 +28,16 @@ class ForeignRows:
         sources: dict[int, int] = {}
         for s in samples:
             mine = np.flatnonzero(rows.sample == s)
-            fit = rows.fit[mine]
-            if not fit.any():
+            chosen_on = mine[rows.fit[mine]]  # the source sample is chosen on this sample's fit rows
+            if not len(chosen_on):
                 continue
             best = None
-            for t in samples:  # the source sample, chosen on this sample's fit rows
-                source = rows_at(rows, np.full(len(mine), t), rows.position[mine])
-                # where the source sample is shorter, the sample keeps its own rows (a request given the
-                # previous one's rows gets them for the positions the previous one had); every source
-                # is scored on the same rows
-                guess = np.where(source[:, None] >= 0, a[np.maximum(source, 0)], a[mine])
-                error = float(np.sum((guess[fit] - b[mine][fit]) ** 2))
+            for t in samples:
+                error = float(np.sum((_guess(rows, a, t, chosen_on) - b[chosen_on]) ** 2))
                 if best is None or error < best[0] * (1 - 1e-9):
-                    best = (error, int(t), guess)
+                    best = (error, int(t))
             sources[int(s)] = best[1]
-            predicted[mine] = best[2]
+            predicted[mine] = _guess(rows, a, best[1], mine)  # only the winner's guess on every row
         # rows no train row of the chosen source explains: padding rows agree with each other by position
         unexplained = np.sqrt(np.sum((predicted - b) ** 2, axis=1)) > rows.tolerance * np.linalg.norm(b, axis=1)
         padding = self._padding(rows, b, unexplained)
@@ -103,3 +98,11 @@ class ForeignRows:
                 out[r] = b[nearest].mean(axis=0)
                 found = True
         return out if found else None
+
+
+def _guess(rows: ExplainRows, a: np.ndarray, source_sample: int, mine: np.ndarray) -> np.ndarray:
+    """The train rows of ``source_sample`` at the positions of rows ``mine``. Where the source sample is
+    shorter, a row keeps its own train row (a request given the previous one's rows gets them for the
+    positions the previous one had), so every source is scored on the same rows."""
+    source = rows_at(rows, np.full(len(mine), source_sample), rows.position[mine])
+    return np.where(source[:, None] >= 0, a[np.maximum(source, 0)], a[mine])
