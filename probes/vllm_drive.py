@@ -28,7 +28,7 @@ from alignprobe.probes.engine_side import VLLM_DRIVER
 # the engine-side driver imports vLLM only inside run(): its config builders are shared from here
 from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_config, transfer_config
 from alignprobe.probes.http_request import checked_url, whole_request
-from alignprobe.safe_json import loads_json
+from alignprobe.safe_json import load_json_file, loads_json
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.vllm_files import is_locked
 
@@ -160,13 +160,14 @@ def generate_offline(
 
 
 def _checkpoint_dtype(model_path: str) -> str:
+    """The dtype the checkpoint's config.json names, "" when unknown: no readable config (missing,
+    not a file, deep nesting, NaN...: the one safe reader's refusals), no such key, or another value."""
     try:
-        with open(os.path.join(model_path, "config.json"), encoding="utf-8") as fh:
-            config = json.load(fh)
-    except (OSError, ValueError):
+        config = load_json_file(os.path.join(model_path, "config.json"), "model config.json")
+    except BadInput:
         return ""
-    value = config.get("torch_dtype") or config.get("dtype") or ""
-    return value if value in ("float32", "bfloat16", "float16") else ""
+    value = (config.get("torch_dtype") or config.get("dtype") or "") if isinstance(config, dict) else ""
+    return value if isinstance(value, str) and value in ("float32", "bfloat16", "float16") else ""
 
 
 def _hidden_states_path(response: httpx.Response, url: str, prompt: Prompt) -> str:

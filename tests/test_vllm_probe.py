@@ -303,3 +303,22 @@ def test_compares_clean_against_the_hf_capture(model, prompts, train_dump, tmp_p
                              progress=False)
     result = compare(train_dump, out)
     assert result.verdict == "PASS" and bool(result), [f.title for f in result.findings]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"torch_dtype": "bfloat16"}', "bfloat16"),
+    ('{"dtype": "float16"}', "float16"),
+    ('{"torch_dtype": "int8"}', ""),
+    ('{"torch_dtype": ["bfloat16"]}', ""),
+    ('["bfloat16"]', ""),
+    ('{"torch_dtype": NaN}', ""),
+    ("[" * 100 + "]" * 100, ""),
+    ("not json", ""),
+    (None, ""),  # no config.json: unknown, vLLM picks its default
+])
+def test_checkpoint_dtype_is_unknown_where_the_config_cannot_say(tmp_path, text, expected):
+    from alignprobe.probes.vllm_drive import _checkpoint_dtype
+
+    if text is not None:
+        (tmp_path / "config.json").write_text(text)
+    assert _checkpoint_dtype(str(tmp_path)) == expected
