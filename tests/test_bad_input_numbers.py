@@ -119,3 +119,23 @@ def test_limit_one_captures_one_prompt_and_zero_is_refused(tmp_path):
     line = assert_refused(["capture", "hf", "--model", tmp_path, "--prompts", prompts, "--out", tmp_path / "o.h5",
                            "--limit", "0"], [prompts])
     assert "--limit" in line and invoke(["--help"]).exit_code == 0
+
+
+@pytest.mark.parametrize("setting", [
+    "norm_outlier_sigmas=nan", "norm_outlier_sigmas=-1", "norm_outlier_min_factor=0.5", "norm_outlier_min_factor=inf",
+    "degenerate_fail_fraction=1.5", "template_split_min_share=0.7", "template_split_min_share=-0.1",
+    "template_split_min_run=0", "template_split_min_run=" + "1" + "0" * 400, "norm_outlier_sigmas=1e999",
+])
+def test_audit_set_refuses_out_of_range_thresholds(dumps, setting):
+    """The audit's thresholds are ranged like compare's (alignprobe/number_ranges.py): a NaN sigma
+    flagged nothing, a negative one everything."""
+    a, _ = dumps
+    assert_refused(["audit", a, "--set", setting], [a])
+
+
+def test_audit_thresholds_in_range_still_accepted():
+    from alignprobe.audit import AuditPolicy
+
+    p = AuditPolicy().updated({"norm_outlier_sigmas": "0", "norm_outlier_min_factor": "1", "template_split_min_share": "0.5",
+                               "template_split_min_run": "1", "degenerate_fail_fraction": "1"})
+    assert p.norm_outlier_sigmas == 0.0 and p.template_split_min_run == 1

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from alignprobe.errors import BadInput
+from alignprobe.number_ranges import FACTOR, FRACTION, NON_NEGATIVE, checked_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +33,17 @@ class AuditPolicy:
                 raise BadInput(f"--set {key}: not an audit setting (they are: {', '.join(fields)})")
             try:
                 values[key] = (int if "int" in str(fields[key]) else float)(value)
-            except ValueError:
+            except (ValueError, OverflowError):
                 raise BadInput(f"--set {key}={value}: give a number") from None
+            checked_number(values[key], key, _RANGES[key], "audit --set")
         return dataclasses.replace(self, **values)
+
+
+# What each threshold can mean (a NaN or negative one would silently flag nothing or everything).
+_RANGES = {
+    "degenerate_fail_fraction": FRACTION,
+    "norm_outlier_sigmas": NON_NEGATIVE,
+    "norm_outlier_min_factor": FACTOR,
+    "template_split_min_share": (0.0, 0.5, "a share between 0 and 0.5 (a marker splits off this share to 1 minus it)"),
+    "template_split_min_run": (1.0, math.inf, "at least 1 token"),
+}

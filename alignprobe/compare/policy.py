@@ -15,20 +15,19 @@ from typing import Any, Mapping
 
 from alignprobe.compare.result import SEVERITIES
 from alignprobe.errors import BadInput
+from alignprobe.number_ranges import COSINE, COSINE_DIFFERENCE, FACTOR, FRACTION, NON_NEGATIVE, checked_number
 
 
-# What each tolerance can mean: a cosine lies in [-1, 1], a fraction in [0, 1], a growth factor is
-# at least 1; every other tolerance (rel-RMS, margins, scale) is a non-negative number.
-_COSINE = (-1.0, 1.0, "a cosine between -1 and 1")
+# What each tolerance can mean (alignprobe/number_ranges.py); any other is a non-negative number.
 _RANGES = {
-    "drift_warn_cosine_p1": _COSINE,
-    "drift_fail_cosine_p1": _COSINE,
-    "scale_min_cosine": _COSINE,
-    "mapping_min_cosine": _COSINE,
-    "mapping_min_margin": (0.0, 2.0, "between 0 and 2 (a difference of cosines)"),
-    "mapping_tie_cosine": (0.0, 2.0, "between 0 and 2 (a difference of cosines)"),
-    "degenerate_fail_fraction": (0.0, 1.0, "a fraction between 0 and 1"),
-    "position_growth": (1.0, math.inf, "a factor of at least 1"),
+    "drift_warn_cosine_p1": COSINE,
+    "drift_fail_cosine_p1": COSINE,
+    "scale_min_cosine": COSINE,
+    "mapping_min_cosine": COSINE,
+    "mapping_min_margin": COSINE_DIFFERENCE,
+    "mapping_tie_cosine": COSINE_DIFFERENCE,
+    "degenerate_fail_fraction": FRACTION,
+    "position_growth": FACTOR,
 }
 
 
@@ -66,17 +65,8 @@ class Policy:
         for field in dataclasses.fields(self):
             if field.name == "severity":
                 continue
-            value = getattr(self, field.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise BadInput(f"policy: {field.name} must be a number, got {value!r}")
-            try:
-                value = float(value)
-            except OverflowError:
-                raise BadInput(f"policy: {field.name} is too large for a number") from None
-            low, high, meaning = _RANGES.get(field.name, (0.0, math.inf, "at least 0"))
-            if not (math.isfinite(value) and low <= value <= high):
-                raise BadInput(f"policy: {field.name} = {value!r} is out of range; it must be {meaning} and finite")
-            setattr(self, field.name, value)
+            allowed = _RANGES.get(field.name, NON_NEGATIVE)
+            setattr(self, field.name, checked_number(getattr(self, field.name), field.name, allowed, "policy"))
         if not isinstance(self.severity, dict):
             raise BadInput("policy: severity must be a table of finding code = info/warn/error")
         from alignprobe.compare.diagnoses import DEFAULT_SEVERITY  # here: diagnoses imports this module
