@@ -99,13 +99,16 @@ def scored(name: str, complexity: int, rows: ExplainRows, predicted: np.ndarray,
     fit_mask = rows.fit if fit_mask is None else fit_mask
     held = ~fit_mask
     limit = rows.tolerance if tolerance is None else tolerance
-    held_rms = rel_rms(predicted[held], actual[held]) if held.any() else float("nan")
+    held_rms = held_cosine = float("nan")
+    if held.any():
+        held_predicted, held_actual = predicted[held], actual[held]  # once for both scores
+        held_rms, held_cosine = rel_rms(held_predicted, held_actual), mean_cosine(held_predicted, held_actual)
     return ExplanationFit(
         name=name,
         complexity=complexity,
         fits=bool(np.isfinite(held_rms) and held_rms <= limit),
         held_out_rel_rms=held_rms,
-        held_out_cosine=mean_cosine(predicted[held], actual[held]) if held.any() else float("nan"),
+        held_out_cosine=held_cosine,
         fit_rel_rms=rel_rms(predicted[fit_mask], actual[fit_mask]) if fit_mask.any() else float("nan"),
         held_out_rows=int(held.sum()),
         params=params,

@@ -47,9 +47,11 @@ def signature(rows: ExplainRows, j: int) -> dict:
         out.update(early_rel_rms=early_rms, late_rel_rms=late_rms, position_growth=min(growth, 1e9))
         if growth > rows.position_growth and late_rms > rows.tolerance / 2:
             out["signature"].append("position-dependent")
-    depth = [(e[0], rel_rms(rows.train[e], rows.serve[:, o])) for o, e in enumerate(rows.expected)
-             if e is not None and e in rows.train and e[0] > 0]
-    depth.sort()
+    depth = rows.__dict__.get("_depth")  # the same for every slice of the stream: measured once
+    if depth is None:
+        depth = sorted((e[0], rel_rms(rows.train[e], rows.serve[:, o])) for o, e in enumerate(rows.expected)
+                       if e is not None and e in rows.train and e[0] > 0)
+        rows.__dict__["_depth"] = depth
     if len(depth) >= 2:
         out["by_depth"] = [{"hf_index": i, "rel_rms": r} for i, r in depth]
         errors = [r for _, r in depth]

@@ -22,12 +22,13 @@ class DuplicateTap:
         if k < 2:
             return None
         b = rows.serve[:, j]
+        fit_b = b[rows.fit]
         # the other slice it repeats, chosen on the fit rows; an earlier slice is the original
-        others = sorted((o for o in range(k) if o != j), key=lambda o: (rel_rms(rows.serve[rows.fit, o], b[rows.fit]), o))
-        source = others[0]
-        if rel_rms(rows.serve[rows.fit, source], b[rows.fit]) > EXACT:
+        error = {o: rel_rms(rows.serve[rows.fit, o], fit_b) for o in range(k) if o != j}
+        source = min(error, key=lambda o: (error[o], o))
+        if error[source] > EXACT:
             return None
-        twin = next((key for key, a in rows.train.items() if rel_rms(a[rows.fit], b[rows.fit]) <= rows.tolerance), None)
+        twin = next((key for key, a in rows.train.items() if rel_rms(a[rows.fit], fit_b) <= rows.tolerance), None)
         expected = rows.label(rows.expected[j]) if rows.expected[j] else "?"
         params = {"repeats_serve_slice": source, "train_slice_equal": rows.label(twin) if twin else "",
                   "missing": expected}

@@ -34,7 +34,8 @@ class IndexOffset:
         b = rows.serve[:, j]
         others = [key for key in rows.train if key != expected]
         if others:
-            best = min(others, key=lambda key: rel_rms(rows.train[key][rows.fit], b[rows.fit]))
+            fit_b = b[rows.fit]
+            best = min(others, key=lambda key: rel_rms(rows.train[key][rows.fit], fit_b))
             measured = scored(
                 self.name, self.complexity, rows, rows.train[best], b,
                 {"measured": rows.label(best), "measured_hf_index": best[0], "expected": rows.label(expected),
