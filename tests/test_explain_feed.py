@@ -88,3 +88,12 @@ def test_rows_a_finished_pass_did_not_hand_over_are_read(tmp_path):
         read, *_ = _samples(tr, sv, fed=False)
         explained = missed.explain(policy)
         assert explained == read.explain(policy) and explained[0]["eagle3_aux"]
+
+
+def test_no_paired_rows_explain_nothing(tmp_path):
+    train, serve = _pair(tmp_path, "float32")
+    with open_dump(train) as tr, open_dump(serve) as sv:
+        hidden, layers = train_geometry(tr)
+        plans = plan_streams(tr, sv, hidden, [])
+        samples = ExplainSamples(tr, sv, plans, [], layers, pass_streams(plans))
+        assert samples.explain(resolve_policy(None)) == ({}, [])

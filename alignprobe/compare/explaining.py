@@ -106,6 +106,8 @@ class ExplainSamples:
     def explain(self, policy: Policy) -> tuple[dict[str, list[SliceExplanation]], list[dict]]:
         """Explanations of every explained stream, and where the sampled rows held non-finite values.
         Empty when the pass stopped before it handed every row over (compare fails then anyway)."""
+        if not self.chosen:  # no paired rows: nothing to explain
+            return {}, []
         self._read(self.own_serve, self.own_keys)
         self._fed.wait()
         if not self._pass_finished:
