@@ -53,11 +53,12 @@ def warm_page_cache(path: str) -> None:
 def run_child(code: str, *args: str, tree: str | None = None) -> dict:
     """Run ``code`` (a Python snippet that prints one JSON line last) in a fresh interpreter, importing
     alignprobe from ``tree`` (default: this repository), e.g. an older commit measured in the same run."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys([tree or REPO, REPO]))
+    tree = os.path.abspath(tree) if tree else REPO
+    # PYTHONSAFEPATH: ``python -c`` would put the working directory first on sys.path, so a checkout
+    # as the working directory (this one) would be imported instead of ``tree`` (Python 3.11+)
+    env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=os.pathsep.join(dict.fromkeys([tree, REPO]))
                + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    # run from that checkout: ``python -c`` puts the working directory first on sys.path, so a
-    # checkout as the working directory would be imported instead of ``tree``
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=tree)
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"child failed ({out.returncode}):\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
