@@ -52,13 +52,18 @@ def test_per_channel_scale_is_named_with_its_weight(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", ["clean", "float16"])
-def test_clean_pairs_on_the_wide_model_pass_with_nothing_above_info(arch, name):
+def test_clean_pairs_on_the_wide_model_are_neither_rotation_nor_channel_scale(arch, name):
     r = wide_result(arch, name)
     assert_wide(r)
-    assert r.verdict == "PASS" and r.codes("warn") == [], r.codes()
-    assert winners(r) == ["identity"] * 3
+    assert not NAMED & set(r.codes()) and set(winners(r)) <= {"identity", "drift"}, (r.codes(), winners(r))
     rotation = [f for e in r.explanations for f in e.tried if f.name == "rotation"]
     assert len(rotation) == 3 and not any(f.fits for f in rotation)  # tried, and the identity is simpler
+    if name == "float16":
+        assert r.finding("dtype_mismatch").severity == "info"
+    if (arch, name) != ("deepseek_v3", "float16"):
+        assert r.verdict == "PASS" and r.codes("warn") == [] and winners(r) == ["identity"] * 3, r.codes()
+    # float16 on the wide DeepseekV3 (MoE) drifts past drift_warn on HF[3] (rel-RMS 0.055, cosine p1
+    # 0.94 measured): numeric_drift judges that, as drift; what matters here is that it is no transform
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -73,6 +78,8 @@ def test_drift_is_never_a_rotation_or_a_channel_scale(arch):
         assert rotation.params["identity_rel_rms"] == pytest.approx(FAR, abs=0.02) and not rotation.fits
         # the measured blindness the rotation's guard is derived from: noise scores a fraction of itself
         assert 0.25 * FAR < rotation.held_out_rel_rms < FAR
+        # ... and the null the guard draws (seeded noise of the measured distance) scores as the real noise
+        assert rotation.params["drift_of_that_size_scores"] == pytest.approx(rotation.held_out_rel_rms, rel=0.25)
 
 
 def test_a_7168_wide_row_budget_still_names_rotation_and_channel_scale(monkeypatch):
