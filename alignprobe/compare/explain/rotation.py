@@ -47,6 +47,8 @@ class Rotation:
 
     def _on_span(self, rows: ExplainRows, key, a: np.ndarray, b: np.ndarray) -> ExplanationFit:
         fit, held = rows.fit, rows.held_out
+        if not SpanMap(a[fit], b[fit]).rank:
+            return None  # all-zero train rows: no direction to map
         predicted, energy, span = span_predicted(a, b, fit)
         distance = span.distance_from_identity()
         # The span test is nearly blind to plain drift: isotropic noise of rel-RMS eps keeps the inner
@@ -60,8 +62,10 @@ class Rotation:
         # past the tolerance. Both come from the policy's tolerances; (2) adapts to n, H and the rows.
         factor = float(np.sum(a[fit] * b[fit], dtype=np.float64) / max(1e-30, np.sum(a[fit] ** 2, dtype=np.float64)))
         identity = rel_rms(factor * a[held], b[held])
-        drifted = _isotropic(factor * a.astype(np.float64), identity)
-        null = rel_rms(span_predicted(a, drifted, fit)[0][held], drifted[held])
+        null = float("nan")  # all-zero serve rows: nothing to test (and the fit is inf, no fit)
+        if np.isfinite(identity):
+            drifted = _isotropic(factor * a.astype(np.float64), identity)
+            null = rel_rms(span_predicted(a, drifted, fit)[0][held], drifted[held])
         params = {"method": "span", "hf_index": key[0], "scale": span.scale, "distance_from_identity": distance,
                   "span_rank": span.rank, "span_energy": energy, "identity_rel_rms": identity,
                   "drift_of_that_size_scores": null, "fit_rows": int(fit.sum())}

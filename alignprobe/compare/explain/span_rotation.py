@@ -36,7 +36,7 @@ class SpanMap:
     def __init__(self, a: np.ndarray, b: np.ndarray):
         a, b = a.astype(np.float64), b.astype(np.float64)
         u, sigma, vt = np.linalg.svd(a, full_matrices=False)
-        keep = sigma**2 >= np.sum(sigma**2) / max(1, len(a))
+        keep = (sigma**2 >= np.sum(sigma**2) / max(1, len(a))) & (sigma > 0)
         self.directions = vt[keep]  # [k, H]: train directions
         self.images = (b.T @ u[:, keep] / sigma[keep]).T  # [k, H]: where the serve side has them (times scale)
         self.scale = float(np.linalg.norm(b) / max(1e-30, np.linalg.norm(a)))
@@ -48,7 +48,7 @@ class SpanMap:
 
     def distance_from_identity(self) -> float:
         """||map - I|| on the span, over sqrt(2k): 0 for the identity, about 1 for a random rotation."""
-        return float(np.linalg.norm(self.images / self.scale - self.directions) / np.sqrt(2 * max(1, self.rank)))
+        return float(np.linalg.norm(self.images / max(self.scale, 1e-30) - self.directions) / np.sqrt(2 * max(1, self.rank)))
 
     def predict(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
         """The serve rows a rotation consistent with the fit rows comes closest to, for train rows ``a``
