@@ -1,14 +1,19 @@
 """An orthogonal transform: the serve slice is the expected train slice rotated (QuaRot / SpinQuant
-style rotations folded into the weights on one side), times a scale. Fitted by orthogonal
-Procrustes (with scale) on the fit rows, scored on the held-out rows: a rotation has H(H-1)/2
-parameters, so it needs at least 2H fit rows to mean anything, and is not tried on fewer."""
+style rotations folded into the weights on one side), times a scale. With at least 2H fit rows it is
+fitted by orthogonal Procrustes (with scale) on the fit rows and scored on the held-out rows. On a
+wide model (H = 7168: ~120 sampled rows, far fewer than 2H) the rotation is tested on the span of the
+fit rows instead (span_rotation.py: a rotation preserves every inner product, so held-out rows must
+keep theirs), which needs only a few dozen rows whatever H is."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, scored
+from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+from alignprobe.compare.explain.span_rotation import SpanMap
 from alignprobe.compare.result import ExplanationFit
+
+MIN_SPAN_ROWS = 16  # fit rows and held-out rows, each, for the span test to mean anything
 
 
 class Rotation:
@@ -21,15 +26,70 @@ class Rotation:
             return None
         a, b = rows.train[key], rows.serve[:, j]
         hidden = a.shape[1]
-        if rows.fit.sum() < 2 * hidden:
+        if rows.fit.sum() >= 2 * hidden:
+            return self._procrustes(rows, key, a, b)
+        if rows.fit.sum() < MIN_SPAN_ROWS or rows.held_out.sum() < MIN_SPAN_ROWS:
             return None
+        return self._on_span(rows, key, a, b)
+
+    def _procrustes(self, rows: ExplainRows, key, a: np.ndarray, b: np.ndarray) -> ExplanationFit:
+        hidden = a.shape[1]
         fa, fb = a[rows.fit], b[rows.fit]
         u, s, vt = np.linalg.svd(fa.T @ fb)
         rotation = u @ vt
         scale = float(s.sum() / max(1e-30, np.sum(fa * fa)))
         distance = float(np.linalg.norm(rotation - np.eye(hidden)) / np.sqrt(2 * hidden))
-        params = {"hf_index": key[0], "scale": scale, "distance_from_identity": distance,
+        params = {"method": "procrustes", "hf_index": key[0], "scale": scale, "distance_from_identity": distance,
                   "determinant_sign": int(np.sign(np.linalg.det(rotation))), "fit_rows": int(rows.fit.sum())}
         return scored(self.name, self.complexity, rows, scale * (a @ rotation), b, params,
                       f"serve = train {rows.label(key)} rotated by an orthogonal {hidden}x{hidden} matrix "
                       f"(distance from identity {distance:.2f}, scale {scale:.3g})")
+
+    def _on_span(self, rows: ExplainRows, key, a: np.ndarray, b: np.ndarray) -> ExplanationFit:
+        fit, held = rows.fit, rows.held_out
+        if not SpanMap(a[fit], b[fit]).rank:
+            return None  # all-zero train rows: no direction to map
+        predicted, energy, span = span_predicted(a, b, fit)
+        distance = span.distance_from_identity()
+        # The span test is nearly blind to plain drift: isotropic noise of rel-RMS eps keeps the inner
+        # products of n << H rows up to O(eps^2) and reaches the span part only in part, so it scores
+        # a fraction of eps as a rotation (0.25 to 0.6 of it, measured on the wide tiny models:
+        # tests/test_explain_wide.py), and that fraction shrinks as H grows past n. So a rotation is
+        # named only where (1) the serve rows are farther from the train rows (after the best scalar)
+        # than drift alone explains (explain_drift_rel_rms: else drift is the reading, and the test
+        # cannot tell them apart), and (2) the test has the power to reject drift of the distance
+        # measured: the same rows with isotropic noise of that rel-RMS in place of the serve rows score
+        # past the tolerance. Both come from the policy's tolerances; (2) adapts to n, H and the rows.
+        factor = float(np.sum(a[fit] * b[fit], dtype=np.float64) / max(1e-30, np.sum(a[fit] ** 2, dtype=np.float64)))
+        identity = rel_rms(factor * a[held], b[held])
+        null = float("nan")  # all-zero serve rows: nothing to test (and the fit is inf, no fit)
+        if np.isfinite(identity):
+            drifted = _isotropic(factor * a.astype(np.float64), identity)
+            null = rel_rms(span_predicted(a, drifted, fit)[0][held], drifted[held])
+        params = {"method": "span", "hf_index": key[0], "scale": span.scale, "distance_from_identity": distance,
+                  "span_rank": span.rank, "span_energy": energy, "identity_rel_rms": identity,
+                  "drift_of_that_size_scores": null, "fit_rows": int(fit.sum())}
+        out = scored(self.name, self.complexity, rows, predicted, b, params,
+                     f"serve = train {rows.label(key)} rotated (tested on the span of {int(fit.sum())} fit rows, "
+                     f"rank {span.rank}: distance from identity {distance:.2f}, scale {span.scale:.3g})")
+        if identity <= rows.drift_tolerance or null <= rows.tolerance:
+            out.fits = False
+            out.summary += ("; not named: the rows are within drift of the train rows" if identity <= rows.drift_tolerance
+                            else "; not named: drift of that size would pass this test too")
+        return out
+
+
+def span_predicted(a: np.ndarray, b: np.ndarray, fit: np.ndarray) -> tuple[np.ndarray, float, SpanMap]:
+    """The span test's predictions of every row (the held-out ones from the fit rows' map), the
+    held-out serve energy inside the span, and the map."""
+    span = SpanMap(a[fit], b[fit])
+    predicted = np.empty(b.shape, dtype=np.float64)
+    predicted[fit], _ = span.predict(a[fit], b[fit])
+    predicted[~fit], energy = span.predict(a[~fit], b[~fit])
+    return predicted, energy, span
+
+
+def _isotropic(x: np.ndarray, size: float) -> np.ndarray:
+    """``x`` with seeded isotropic noise of rel-RMS ``size`` on every row (the null of the span test)."""
+    noise = np.random.default_rng(0).standard_normal(x.shape)
+    return x + size * np.linalg.norm(x, axis=1, keepdims=True) / np.sqrt(x.shape[1]) * noise
