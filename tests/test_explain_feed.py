@@ -66,9 +66,9 @@ def test_rows_from_the_pass_equal_rows_read(tmp_path, dtype):
             assert np.array_equal(fed.served[name], read.served[name])
         for key in fed.trained:
             assert np.array_equal(fed.trained[key], read.trained[key])
-    assert set(by_fit[0]) == {"eagle3_aux", "final"}
+    assert set(by_fit) == {"eagle3_aux", "final"}
     assert by_fit == by_read
-    assert all(e.winner.name == "identity" for es in by_fit[0].values() for e in es)
+    assert all(e.winner.name == "identity" for es in by_fit.values() for e in es)
 
 
 def test_a_pass_that_stops_early_never_leaves_them_waiting(tmp_path):
@@ -76,7 +76,7 @@ def test_a_pass_that_stops_early_never_leaves_them_waiting(tmp_path):
     with open_dump(train) as tr, open_dump(serve) as sv:
         samples, *_ = _samples(tr, sv, fed=True)
         samples.pass_over(False)  # nothing was handed over: the compare is failing
-        assert samples.explain(resolve_policy(None)) == ({}, [])
+        assert samples.explain(resolve_policy(None)) == {}
 
 
 def test_rows_a_finished_pass_did_not_hand_over_are_read(tmp_path):
@@ -87,7 +87,7 @@ def test_rows_a_finished_pass_did_not_hand_over_are_read(tmp_path):
         missed.pass_over(True)
         read, *_ = _samples(tr, sv, fed=False)
         explained = missed.explain(policy)
-        assert explained == read.explain(policy) and explained[0]["eagle3_aux"]
+        assert explained == read.explain(policy) and explained["eagle3_aux"]
 
 
 def test_no_paired_rows_explain_nothing(tmp_path):
@@ -96,4 +96,4 @@ def test_no_paired_rows_explain_nothing(tmp_path):
         hidden, layers = train_geometry(tr)
         plans = plan_streams(tr, sv, hidden, [])
         samples = ExplainSamples(tr, sv, plans, [], layers, pass_streams(plans))
-        assert samples.explain(resolve_policy(None)) == ({}, [])
+        assert samples.explain(resolve_policy(None)) == {}

@@ -114,7 +114,7 @@ def compare(
                 finished = True
             finally:
                 samples.pass_over(finished)
-            explained, _ = explaining.result()  # its NaN rows are the sampled ones; the pass saw them all
+            explained = explaining.result()  # NaN rows: located by the pass, over every row
         diagnosis = diagnose(tr, sv, plans, found, comparisons, segments, findings, policy, hidden_size, num_layers,
                              sampled_run, tokens.compared_samples, notes, explained, nonfinite)
         multiplier = diagnosis.multiplier

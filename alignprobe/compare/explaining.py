@@ -103,22 +103,20 @@ class ExplainSamples:
 
     # -- the explanations' side (a thread beside the pass) ----------------------------------------
 
-    def explain(self, policy: Policy) -> tuple[dict[str, list[SliceExplanation]], list[dict]]:
-        """Explanations of every explained stream, and where the sampled rows held non-finite values.
+    def explain(self, policy: Policy) -> dict[str, list[SliceExplanation]]:
+        """Explanations of every explained stream (non-finite rows are left out; the pass locates them).
         Empty when the pass stopped before it handed every row over (compare fails then anyway)."""
         if not self.chosen:  # no paired rows: nothing to explain
-            return {}, []
+            return {}
         self._read(self.own_serve, self.own_keys)
         self._fed.wait()
         if not self._pass_finished:
-            return {}, []
+            return {}
         if not self._received.all():  # a finished pass hands every row over; should one be missed, read it
             self._read(self.fed_serve, self.fed_keys, only_missing=True)
         for array in (*self.served.values(), *self.trained.values()):
             array.flags.writeable = False  # shared by every stream's explanations
-        where: list[dict] = []
-        out = {p.serve_stream: self._explain_plan(p, policy, where) for p in self.plans}
-        return out, where
+        return {p.serve_stream: self._explain_plan(p, policy) for p in self.plans}
 
     def _read(self, serve_streams: list[str], keys: list, only_missing: bool = False) -> None:
         """Read the rows of these streams and train slices: one read a stream and sample (the columns its
@@ -142,7 +140,7 @@ class ExplainSamples:
                     j = self.where[key][1] - lo
                     widen_into(self.trained[key][dst], block[:, j * H : (j + 1) * H], self.train.encoding(stream))
 
-    def _explain_plan(self, plan: StreamPlan, policy: Policy, where_nonfinite: list[dict]) -> list[SliceExplanation]:
+    def _explain_plan(self, plan: StreamPlan, policy: Policy) -> list[SliceExplanation]:
         """Explanations of every slice of one serve stream."""
         keys, H = self.keys[plan.serve_stream], self.hidden
         served = self.served[plan.serve_stream].reshape(-1, plan.num_slices, H)
@@ -152,9 +150,6 @@ class ExplainSamples:
         finite = np.isfinite(served).all(axis=(1, 2))
         for v in trained.values():
             finite &= np.isfinite(v).all(axis=1)
-        for r in np.flatnonzero(~finite)[:20]:
-            where_nonfinite.append({"stream": plan.serve_stream, "sample_id": self.chosen[int(sample[r])][0].sample_id,
-                                    "position": int(position[r])})
         if not finite.all():  # the rare case: copies without the non-finite rows
             served, sample, position = served[finite], sample[finite], position[finite]
             trained = {k: v[finite] for k, v in trained.items()}
