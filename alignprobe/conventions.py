@@ -192,3 +192,9 @@ def _known(system: str) -> str:
     if s not in SYSTEMS:
         raise BadInput(f"unknown system {system!r}: choose one of {', '.join(SYSTEMS)}")
     return s
+
+
+# The SGLang server flags under which a prefill returns a state for every prompt token (the radix
+# cache and chunked prefill otherwise return only the rows they computed): named by the capture and
+# by compare's short_rows finding, so it lives here rather than in the probes.
+SGLANG_FLAGS_FULL_ROWS = "--disable-radix-cache --chunked-prefill-size -1"

@@ -23,11 +23,12 @@ from typing import Any, Sequence
 
 from alignprobe.conventions import map_layer_ids
 from alignprobe.dump.schema import FINAL_NORM_POST, ROLE_DRAFTER_INPUT, StreamClaim
+from alignprobe.conventions import SGLANG_FLAGS_FULL_ROWS
 from alignprobe.errors import BadInput
 
 AUX_ALGORITHMS = ("EAGLE3", "DFLASH", "DSPARK")
 FLAG_HIDDEN_STATES = "--enable-return-hidden-states (or --return-hidden-states-mode full)"
-FLAGS_FULL_ROWS = "--disable-radix-cache --chunked-prefill-size -1"
+FLAGS_FULL_ROWS = SGLANG_FLAGS_FULL_ROWS  # compare's short_rows finding names them too
 
 
 @dataclasses.dataclass

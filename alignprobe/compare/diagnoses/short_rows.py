@@ -16,7 +16,7 @@ from alignprobe.compare.diagnoses.engine_fix import SGLANG, VLLM, engine_of
 from alignprobe.compare.policy import Policy
 from alignprobe.compare.result import Finding
 from alignprobe.dump import Dump
-from alignprobe.probes.sglang_facts import FLAGS_FULL_ROWS as SGLANG_FULL_ROWS  # the flags that return every row
+from alignprobe.conventions import SGLANG_FLAGS_FULL_ROWS as SGLANG_FULL_ROWS  # the flags that return every row
 
 EXAMPLES = 20  # short samples listed in the evidence (all are counted)
 VLLM_FULL_ROWS = "--no-enable-prefix-caching (LLM(enable_prefix_caching=False) offline)"
