@@ -57,7 +57,8 @@ def test_clean_pairs_on_the_wide_model_are_neither_rotation_nor_channel_scale(ar
     assert_wide(r)
     assert not NAMED & set(r.codes()) and set(winners(r)) <= {"identity", "drift"}, (r.codes(), winners(r))
     rotation = [f for e in r.explanations for f in e.tried if f.name == "rotation"]
-    assert len(rotation) == 3 and not any(f.fits for f in rotation)  # tried, and the identity is simpler
+    # within drift of the train rows the span test is not run (it could not name a rotation there)
+    assert not any(f.fits for f in rotation)
     if name == "float16":
         assert r.finding("dtype_mismatch").severity == "info"
     if (arch, name) != ("deepseek_v3", "float16"):

@@ -45,8 +45,15 @@ class Rotation:
                       f"serve = train {rows.label(key)} rotated by an orthogonal {hidden}x{hidden} matrix "
                       f"(distance from identity {distance:.2f}, scale {scale:.3g})")
 
-    def _on_span(self, rows: ExplainRows, key, a: np.ndarray, b: np.ndarray) -> ExplanationFit:
+    def _on_span(self, rows: ExplainRows, key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         fit, held = rows.fit, rows.held_out
+        factor = float(np.sum(a[fit] * b[fit], dtype=np.float64) / max(1e-30, np.sum(a[fit] ** 2, dtype=np.float64)))
+        identity = rel_rms(factor * a[held], b[held])
+        if identity <= rows.drift_tolerance:
+            # within drift of the train rows: the span test could not name a rotation (condition (1)
+            # below), so it is not run; its SVDs and QRs at H = 7168 took seconds a slice on 2 busy
+            # cores, on every clean comparison
+            return None
         if not SpanMap(a[fit], b[fit]).rank:
             return None  # all-zero train rows: no direction to map
         predicted, energy, span = span_predicted(a, b, fit)
@@ -60,8 +67,6 @@ class Rotation:
         # cannot tell them apart), and (2) the test has the power to reject drift of the distance
         # measured: the same rows with isotropic noise of that rel-RMS in place of the serve rows score
         # past the tolerance. Both come from the policy's tolerances; (2) adapts to n, H and the rows.
-        factor = float(np.sum(a[fit] * b[fit], dtype=np.float64) / max(1e-30, np.sum(a[fit] ** 2, dtype=np.float64)))
-        identity = rel_rms(factor * a[held], b[held])
         null = float("nan")  # all-zero serve rows: nothing to test (and the fit is inf, no fit)
         if np.isfinite(identity):
             drifted = _isotropic(factor * a.astype(np.float64), identity)
