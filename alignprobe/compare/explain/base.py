@@ -77,6 +77,18 @@ class Explanation(Protocol):
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None: ...
 
 
+SELECT_COLUMNS = 1024  # channels, at most, that a choice among candidates is made on
+
+
+def choice_columns(hidden: int) -> slice:
+    """Evenly spaced channels a choice among candidates (which shift, which other index) is made on,
+    before the chosen one is scored on every channel of the held-out rows. A dense hidden state's
+    rel-RMS over 1024 of 7168 channels estimates the whole within a few percent, while the
+    candidates being told apart differ by far more (an exact match against a neighbour layer); the
+    choice took a third of the explanations' time at H = 7168."""
+    return slice(None, None, max(1, -(-hidden // SELECT_COLUMNS)))
+
+
 def rel_rms(predicted: np.ndarray, actual: np.ndarray) -> float:
     """||actual - predicted|| / ||actual|| over the rows given (inf when actual is all zero)."""
     den = float(np.sum(actual * actual, dtype=np.float64))

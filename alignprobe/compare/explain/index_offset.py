@@ -15,7 +15,7 @@ and the expected one at 0.32).
 
 from __future__ import annotations
 
-from alignprobe.compare.explain.base import ExplainRows, mean_cosine, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, choice_columns, mean_cosine, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -34,8 +34,9 @@ class IndexOffset:
         b = rows.serve[:, j]
         others = [key for key in rows.train if key != expected]
         if others:
-            fit_b = b[rows.fit]
-            best = min(others, key=lambda key: rel_rms(rows.train[key][rows.fit], fit_b))
+            cols = choice_columns(b.shape[1])
+            fit_b = b[rows.fit, cols]
+            best = min(others, key=lambda key: rel_rms(rows.train[key][rows.fit, cols], fit_b))
             measured = scored(
                 self.name, self.complexity, rows, rows.train[best], b,
                 {"measured": rows.label(best), "measured_hf_index": best[0], "expected": rows.label(expected),

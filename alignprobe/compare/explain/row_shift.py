@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, choice_columns, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
 
 MAX_SHIFT = 8
@@ -25,13 +25,15 @@ class RowShift:
         if key is None or key not in rows.train:
             return None
         a, b = rows.train[key], rows.serve[:, j]
+        cols = choice_columns(a.shape[1])
+        ca, cb = a[:, cols], b[:, cols]
         best = None
         for shift in (k for k in range(-MAX_SHIFT, MAX_SHIFT + 1) if k):
             source = rows_at(rows, rows.sample, rows.position + shift)
             usable = (source >= 0) & rows.fit
             if usable.sum() < 8:
                 continue
-            error = rel_rms(a[source[usable]], b[usable])
+            error = rel_rms(ca[source[usable]], cb[usable])
             if best is None or error < best[0]:
                 best = (error, shift, source)
         if best is None:
