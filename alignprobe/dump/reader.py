@@ -20,6 +20,7 @@ from alignprobe.dump.schema import (
 )
 from alignprobe.dump import h5_access as h5
 from alignprobe.dump.marks import Marks, SampleMark, read_marks, whole
+from alignprobe.dump.sample_index import SampleIndex
 from alignprobe.errors import BadInput, first_line
 from alignprobe.safe_paths import input_file
 
@@ -44,7 +45,7 @@ class Block:
     states: np.ndarray  # float32 [n, width]
 
 
-class Dump:
+class Dump(SampleIndex):
     """An open dump. Use as a context manager, or call :meth:`close`."""
 
     def __init__(self, path: str | os.PathLike):
@@ -177,33 +178,10 @@ class Dump:
 
     # -- facts -----------------------------------------------------------------------------------
 
-    @property
-    def num_samples(self) -> int:
-        return len(self.sample_ids)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.offsets[-1])
-
-    def index_of(self, sample_id: str) -> int:
-        try:
-            return self._index[sample_id]
-        except KeyError:
-            raise BadInput(f"{self.path}: no sample with id {sample_id!r}") from None
-
-    def span(self, sample: int | str) -> tuple[int, int]:
-        """Flat token range ``[start, stop)`` of a sample, by position or id."""
-        i = self.index_of(sample) if isinstance(sample, str) else int(sample)
-        return int(self.offsets[i]), int(self.offsets[i + 1])
-
     def mark(self, sample: int | str) -> SampleMark:
         """What the engine returned for a sample: the rows it returned, how many were not finite."""
         i = self.index_of(sample) if isinstance(sample, str) else int(sample)
         return self.marks.mark(i) if self.marks is not None else whole(self.sample_length(i))
-
-    def sample_length(self, sample: int | str) -> int:
-        start, stop = self.span(sample)
-        return stop - start
 
     def token_ids(self, sample: int | str) -> np.ndarray:
         start, stop = self.span(sample)

@@ -41,6 +41,7 @@ import torch
 
 from alignprobe.dump.encoding import STORAGE_DTYPE, TORCH_DTYPE, encoding_of, from_storage, to_storage
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES, Block
+from alignprobe.dump.sample_index import SampleIndex
 from alignprobe.dump.schema import StreamClaim
 from alignprobe.errors import BadInput, first_line
 from alignprobe.importers import specforge, speculators
@@ -72,7 +73,7 @@ class StreamShape:
     chunks: None = None
 
 
-class FolderSource:
+class FolderSource(SampleIndex):
     """A foreign folder with a Dump's reading interface (claims, sample ids, token ids, ``read``)."""
 
     def __init__(
@@ -114,28 +115,6 @@ class FolderSource:
         self._warmer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-read-ahead-file")
 
     # -- facts (as Dump) -------------------------------------------------------------------------
-
-    @property
-    def num_samples(self) -> int:
-        return len(self.sample_ids)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.offsets[-1])
-
-    def index_of(self, sample_id: str) -> int:
-        try:
-            return self._index[sample_id]
-        except KeyError:
-            raise BadInput(f"{self.path}: no sample with id {sample_id!r}") from None
-
-    def span(self, sample: int | str) -> tuple[int, int]:
-        i = self.index_of(sample) if isinstance(sample, str) else int(sample)
-        return int(self.offsets[i]), int(self.offsets[i + 1])
-
-    def sample_length(self, sample: int | str) -> int:
-        start, stop = self.span(sample)
-        return stop - start
 
     def token_ids(self, sample: int | str) -> np.ndarray:
         start, stop = self.span(sample)

@@ -31,7 +31,8 @@ def list_files(root: str) -> list[str]:
     return numbered_files(root, "hs_", (SUFFIX,))
 
 
-def read(path: str) -> ForeignSample:
+def _opened(path: str) -> tuple[SafetensorsFile, np.ndarray]:
+    """The file and its token ids, once it is known to be a speculators file with tokens."""
     f = SafetensorsFile(path)
     missing = {"token_ids", "hidden_states"} - f.keys
     if missing:
@@ -42,6 +43,11 @@ def read(path: str) -> ForeignSample:
     tokens = as_token_ids(f.tensor("token_ids"), path, "token_ids")
     if len(tokens) == 0:  # (an S=0 file cannot be reshaped into rows: say so before trying)
         raise BadInput(f"{path}: holds no tokens (token_ids is empty); remove the file or capture it again")
+    return f, tokens
+
+
+def read(path: str) -> ForeignSample:
+    f, tokens = _opened(path)
     raw = f.tensor("hidden_states")
     scales = f.tensor(SCALES_KEY) if SCALES_KEY in f.keys else None
     states = as_states(dequantized(raw, scales, path, len(tokens)), path, "hidden_states", len(tokens), 3)  # [S, L, H]
@@ -89,16 +95,7 @@ class LazyFile:
     @classmethod
     def open(cls, path: str) -> "LazyFile | None":
         """The file opened lazily, or None when its layout needs the whole-file reader (a batch dim)."""
-        f = SafetensorsFile(path)
-        missing = {"token_ids", "hidden_states"} - f.keys
-        if missing:
-            raise BadInput(
-                f"{path}: not a speculators hidden-state file: missing {', '.join(sorted(missing))} "
-                f"(keys: {', '.join(sorted(f.keys)) or 'none'})"
-            )
-        tokens = as_token_ids(f.tensor("token_ids"), path, "token_ids")
-        if len(tokens) == 0:
-            raise BadInput(f"{path}: holds no tokens (token_ids is empty); remove the file or capture it again")
+        f, tokens = _opened(path)
         states = f.slice("hidden_states")
         shape = tuple(states.get_shape())
         if len(shape) != 3 or shape[0] != len(tokens) or shape[0] == 0:
