@@ -15,8 +15,8 @@ def test_files_are_read_in_order_a_bounded_distance_ahead(tmp_path, monkeypatch)
         paths.append(str(path))
     paths.insert(3, str(tmp_path / "gone"))  # vanished between the plan and the read
     read = []
-    real = readahead._read_through
-    monkeypatch.setattr(readahead, "_read_through", lambda p, b: (read.append(p), real(p, b)))
+    real = readahead.read_through
+    monkeypatch.setattr(readahead, "read_through", lambda p, b: (read.append(p), real(p, b)))
     with readahead.ReadAhead(paths) as ahead:
         for i in range(len(paths)):
             ahead.ready(i)

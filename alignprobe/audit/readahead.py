@@ -16,18 +16,9 @@ import concurrent.futures
 import os
 from typing import Sequence
 
-CHUNK = 8 << 20  # one read call: large enough for a sequential stream, small enough to stay in cache
+from alignprobe.importers.files import READ_THROUGH_BYTES, read_through
+
 AHEAD_BYTES = 192 << 20  # files read ahead of the scan (a few SpecForge files of H=7168)
-
-
-def _read_through(path: str, buffer: bytearray) -> None:
-    try:
-        with open(path, "rb", buffering=0) as fh:
-            view = memoryview(buffer)
-            while fh.readinto(view):
-                pass
-    except OSError:
-        pass  # the scan's own read names the file and the reason
 
 
 class ReadAhead:
@@ -36,7 +27,7 @@ class ReadAhead:
     def __init__(self, paths: Sequence[str]):
         self.paths = list(paths)
         self.sizes = [_size(p) for p in self.paths]
-        self._buffer = bytearray(CHUNK)
+        self._buffer = bytearray(READ_THROUGH_BYTES)  # one thread reads: one buffer for every file
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="audit-readahead")
         self._futures: dict[int, concurrent.futures.Future] = {}
         self._next = 0
@@ -46,7 +37,7 @@ class ReadAhead:
         while self._next < len(self.paths) and (self._next <= index or ahead < AHEAD_BYTES):
             if self._next > index:
                 ahead += self.sizes[self._next]
-            self._futures[self._next] = self._pool.submit(_read_through, self.paths[self._next], self._buffer)
+            self._futures[self._next] = self._pool.submit(read_through, self.paths[self._next], self._buffer)
             self._next += 1
         future = self._futures.pop(index, None)
         if future is not None:

@@ -81,11 +81,12 @@ def is_mapped_checkpoint(path: str) -> bool:
     return not path.endswith(".gz") and zipfile.is_zipfile(path)
 
 
-def read_through(path: str) -> None:
+def read_through(path: str, buffer: bytearray | None = None) -> None:
     """Read a file once, discarding the bytes, so its pages are in the page cache: a mapped load of it
-    then copies from memory. Sequential reads at the disk's speed, the GIL released (a thread's job)."""
+    then copies from memory. Sequential reads at the disk's speed, the GIL released (a thread's job).
+    ``buffer``: the one to read into, reused by a caller that reads many files (one thread only)."""
     try:
-        buffer = bytearray(READ_THROUGH_BYTES)
+        buffer = bytearray(READ_THROUGH_BYTES) if buffer is None else buffer
         with open(path, "rb", buffering=0) as fh:
             while fh.readinto(buffer):
                 pass
