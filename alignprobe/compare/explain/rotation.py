@@ -54,9 +54,10 @@ class Rotation:
             # below), so it is not run; its SVDs and QRs at H = 7168 took seconds a slice on 2 busy
             # cores, on every clean comparison
             return None
-        if not SpanMap(a[fit], b[fit]).rank:
+        span = SpanMap(a[fit], b[fit])
+        if not span.rank:
             return None  # all-zero train rows: no direction to map
-        predicted, energy, span = span_predicted(a, b, fit)
+        predicted, energy, span = span_predicted(a, b, fit, span)
         distance = span.distance_from_identity()
         # The span test is nearly blind to plain drift: isotropic noise of rel-RMS eps keeps the inner
         # products of n << H rows up to O(eps^2) and reaches the span part only in part, so it scores
@@ -84,10 +85,11 @@ class Rotation:
         return out
 
 
-def span_predicted(a: np.ndarray, b: np.ndarray, fit: np.ndarray) -> tuple[np.ndarray, float, SpanMap]:
+def span_predicted(a: np.ndarray, b: np.ndarray, fit: np.ndarray,
+                   span: SpanMap | None = None) -> tuple[np.ndarray, float, SpanMap]:
     """The span test's predictions of every row (the held-out ones from the fit rows' map), the
     held-out serve energy inside the span, and the map."""
-    span = SpanMap(a[fit], b[fit])
+    span = SpanMap(a[fit], b[fit]) if span is None else span  # ``span``: the map of these fit rows, if made
     predicted = np.empty(b.shape, dtype=np.float64)
     predicted[fit], _ = span.predict(a[fit], b[fit])
     predicted[~fit], energy = span.predict(a[~fit], b[~fit])
