@@ -247,3 +247,35 @@ def test_speculators_loss_mask_comes_from_the_prepare_data_dataset(tmp_path, sma
 def test_a_dump_says_it_keeps_no_loss_mask(faulty):
     notes = alignprobe.audit(faulty["dump"]).notes
     assert len(notes) == 1 and "keep no loss mask" in notes[0]
+
+
+def test_a_marked_dumps_placeholder_rows_are_not_counted_as_nan(tmp_path):
+    """A capture's short sample keeps NaN placeholders outside the rows the engine returned (dump/marks.py):
+    the audit reads only the returned rows, names the sample short_rows, and counts only real NaN rows."""
+    import numpy as np
+
+    from alignprobe.dump import DumpWriter, Provenance, StreamClaim
+    from alignprobe.dump.marks import SampleMark
+
+    g = np.random.default_rng(1)
+    H = 16
+    claims = {"aux": StreamClaim((2, 4, 5), H, 8, "float32")}
+    path = tmp_path / "serve.h5"
+    with DumpWriter(str(path), Provenance.here(engine="sglang"), claims) as w:
+        for i in range(6):
+            rows = g.standard_normal((9 + i, 3 * H)).astype(np.float32)
+            mark = None
+            if i == 2:  # a radix-cache hit: only the suffix 4.. came back
+                rows[:4] = np.nan
+                mark = SampleMark(len(rows), (4, len(rows)), 0)
+            if i == 4:  # one returned row really is NaN
+                rows[3] = np.nan
+                mark = SampleMark(len(rows), (0, len(rows)), 1)
+            w.add(f"p{i}", list(range(100 + i, 109 + 2 * i)), {"aux": rows}, mark)
+    result = alignprobe.audit(str(path))
+    short = result.finding("short_rows")
+    assert short.severity == "warn" and short.evidence["samples"] == 1 and short.evidence["rows_not_returned"] == 4
+    assert short.evidence["examples"][0]["positions_returned"] == "4-10" and "radix" in short.fix.lower() + short.evidence["likely_cause"].lower()
+    nan = result.finding("nonfinite")
+    assert nan.evidence["samples"] == 1 and sum(v["nan_rows"] for v in nan.evidence["slices"].values()) == 3
+    assert "rows_tokens_mismatch" not in result.codes()

@@ -152,11 +152,18 @@ def _dump_samples(unit: Unit) -> Iterator[AuditSample]:
     with open_dump(unit.source) as dump:
         claims = dump.streams
         labels = {name: [c.slice_label(j) for j in range(len(c.hf_indices))] for name, c in claims.items()}
+        engine = str(dump.provenance.engine or "")
         for i in range(unit.first, unit.stop):
             a, b = dump.span(i)  # one sample at a time: memory stays one sample's states, widened
-            states = {name: torch.from_numpy(dump.read(name, a, b)).reshape(b - a, len(c.hf_indices), c.hidden_size)
+            mark = dump.mark(i)
+            # a short sample's rows outside those returned are NaN placeholders, not states: read only
+            # the returned ones, so the checks never count a placeholder as a NaN the engine produced
+            returned = mark.returned if mark.short else None
+            lo, hi = (a + returned[0], a + returned[1]) if returned else (a, b)
+            states = {name: torch.from_numpy(dump.read(name, lo, hi)).reshape(hi - lo, len(c.hf_indices), c.hidden_size)
                       for name, c in claims.items()}
             yield AuditSample(f"{os.path.basename(unit.source)}#{dump.sample_ids[i]}", unit.source,
                               np.asarray(dump.token_ids(i), dtype=np.int64), None, states, labels,
                               mask_missing=f"{unit.source}: alignprobe dumps keep no loss mask, so loss-mask coverage, "
-                                           "empty masks and padding are not checked there")
+                                           "empty masks and padding are not checked there",
+                              returned=returned, engine=engine)

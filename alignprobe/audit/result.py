@@ -71,6 +71,10 @@ class AuditResult:
     def codes(self) -> list[str]:
         return [f.code for f in self.findings]
 
+    def finding(self, code: str) -> Finding | None:
+        """The first finding with this code, as CompareResult.finding gives it."""
+        return next((f for f in self.findings if f.code == code), None)
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 

@@ -10,12 +10,13 @@ from alignprobe.audit.checks.norm_outliers import NormOutliers
 from alignprobe.audit.checks.padding_states import PaddingStates
 from alignprobe.audit.checks.repeated_taps import RepeatedTaps
 from alignprobe.audit.checks.rows_tokens import RowsTokens
+from alignprobe.audit.checks.short_rows import ShortRows
 from alignprobe.audit.checks.template_split import TemplateSplit
 from alignprobe.audit.checks.unreadable import Unreadable
 
 
 def all_checks() -> list[Check]:
-    return [Unreadable(), RowsTokens(), NonFinite(), Degenerate(), RepeatedTaps(), NormOutliers(), PaddingStates(),
+    return [Unreadable(), RowsTokens(), ShortRows(), NonFinite(), Degenerate(), RepeatedTaps(), NormOutliers(), PaddingStates(),
             Duplicates(), TemplateSplit(), LossMask(), DatasetTokens()]
 
 

@@ -47,7 +47,7 @@ def _finding(side: str, dump: Dump, short: list[int], policy: Policy) -> Finding
                             "positions_returned": f"{m.returned[0]}-{m.returned[1] - 1}" if m.rows_returned else "none"})
     provenance = {"engine": dump.provenance.engine}
     risks = (dump.provenance.capture or {}).get("full_row_risks") or []
-    cause, fix = _cause_and_fix(engine_of(provenance), risks)
+    cause, fix = cause_and_fix(engine_of(provenance), risks)
     first = samples[0]
     title = (f"{len(short)} {side} sample(s) came back with fewer rows than tokens (first: "
              f"{first['sample_id']}, {first['rows_returned']} of {first['tokens']} rows); only the rows returned "
@@ -59,7 +59,7 @@ def _finding(side: str, dump: Dump, short: list[int], policy: Policy) -> Finding
     return finding("short_rows", title, evidence, fix, policy)
 
 
-def _cause_and_fix(engine: str, risks: list[str]) -> tuple[str, str]:
+def cause_and_fix(engine: str, risks: list[str]) -> tuple[str, str]:
     if engine in SGLANG:
         said = f" (the capture recorded: {'; '.join(risks)})" if risks else ""
         return ("SGLang's radix cache returns rows only for the tokens after a cached prefix, and chunked "
