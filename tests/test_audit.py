@@ -187,6 +187,12 @@ def test_a_damaged_file_is_named_and_the_rest_read(clean, tmp_path):
     victim.write_bytes(victim.read_bytes()[:100])
     result = alignprobe.audit(root)
     assert result.codes()[0] == "unreadable_file" and result.samples == 39
+    # the first file in order damaged too: the layout comes from the next readable one
+    first = sorted(root.rglob("data_*.ckpt"), key=lambda p: int(p.stem.split("_")[1]))[0]
+    first.write_bytes(b"")
+    again = alignprobe.audit(root)
+    assert again.codes()[0] == "unreadable_file" and again.samples == 38
+    assert again.finding("unreadable_file").evidence["files"] == 2
 
 
 def test_threads_in_this_process_give_the_same_result(faulty, small_units):

@@ -25,14 +25,29 @@ def detect_format(path: str | os.PathLike) -> str:
         return SPECULATORS
     ckpts = specforge.list_files(path) if os.path.isdir(path) or path.endswith(specforge.SUFFIXES) else []
     if ckpts:
-        # SpecForge and EAGLE ge_data share file names: the keys of the first file tell them apart.
-        layout = specforge.layout_of(load_torch_dict(ckpts[0]))
+        # SpecForge and EAGLE ge_data share file names: the keys of the first readable file tell them
+        # apart. A damaged first file must not hide the rest: the audit names it and reads on.
+        path, keys = _first_readable(ckpts)
+        layout = specforge.layout_of(keys)
         if layout == "eagle":
             return EAGLE
         if layout.startswith("specforge"):
             return SPECFORGE
-        raise BadInput(f"{ckpts[0]}: a .ckpt file, but with neither SpecForge's nor EAGLE ge_data's keys")
+        raise BadInput(f"{path}: a .ckpt file, but with neither SpecForge's nor EAGLE ge_data's keys")
     raise BadInput(
         f"{path}: neither an alignprobe dump nor a known hidden-state dump (SpecForge data_*.ckpt, "
         "speculators hs_*.safetensors, EAGLE ge_data data_*.ckpt)"
     )
+
+
+DETECT_TRIES = 16  # files tried for the layout before the first one's error is the answer
+
+
+def _first_readable(ckpts: list[str]) -> tuple[str, dict]:
+    first_error = None
+    for path in ckpts[:DETECT_TRIES]:
+        try:
+            return path, load_torch_dict(path, mmap=True)
+        except BadInput as exc:
+            first_error = first_error or exc
+    raise first_error
