@@ -68,3 +68,30 @@ def test_a_file_with_no_tokens_is_one_line(tmp_path_factory, system, files, bad,
     line = assert_refused(args, [folder])
     assert "no tokens" in line or "padding" in line, line
     assert not os.path.exists(out)
+
+
+@pytest.mark.parametrize("fault", ["no-channels", "negative-ids"])
+@pytest.mark.parametrize("system", ["specforge", "speculators"])
+def test_states_with_no_channels_and_negative_token_ids_are_one_line(tmp_path, system, fault):
+    """Found by a hostile sweep: H=0 states reached a division (an internal error, exit 3), and ids
+    below 0 (a labels tensor's -100 saved as input_ids) were imported as tokens."""
+    import alignprobe
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    width = 0 if fault == "no-channels" else H
+    for i in range(2):
+        ids = torch.arange(1, 6) * (-1 if fault == "negative-ids" else 1)
+        if system == "specforge":
+            torch.save({"input_ids": ids, "loss_mask": torch.ones(5, dtype=torch.long),
+                        "aux_hidden_state": torch.randn(5, 3 * width), "hidden_state": torch.randn(5, width)},
+                       folder / f"data_{i}.ckpt")
+        else:
+            save_file({"hidden_states": torch.randn(5, 4, width), "token_ids": ids}, str(folder / f"hs_{i}.safetensors"))
+    out = tmp_path / "out.h5"
+    line = assert_refused(["import", folder, "--quiet", "--num-layers", "8", "--out", out], [folder])
+    assert ("no channels" in line) if fault == "no-channels" else ("negative id" in line), line
+    assert not os.path.exists(out)
+    # the audit names both files unreadable and goes on (nothing else is left to read)
+    result = alignprobe.audit(str(folder))
+    assert result.codes()[0] == "unreadable_file" and result.samples == 0

@@ -135,6 +135,8 @@ def _as_2d(value, path: str, key: str) -> torch.Tensor:
         value = value[0]
     if value.ndim != 2:
         raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}; expected [S, W] (plus a batch of 1)")
+    if value.shape[1] == 0:
+        raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}: a state with no channels")
     return value
 
 
@@ -143,6 +145,8 @@ def _as_3d(value, path: str, key: str) -> torch.Tensor:
         raise BadInput(f"{path}: {key} is {getattr(value, 'dtype', type(value).__name__)}, not floating-point states")
     if value.ndim != 3:
         raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}; expected [S, L, H]")
+    if 0 in value.shape[1:]:
+        raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}: no slices or no channels")
     return value
 
 

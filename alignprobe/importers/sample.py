@@ -42,7 +42,10 @@ def as_token_ids(value, path: str, key: str) -> np.ndarray:
         value = value[0]
     if value.ndim != 1 or value.is_floating_point() or value.is_complex():
         raise BadInput(f"{path}: {key} has shape {tuple(value.shape)} and dtype {value.dtype}; expected integer ids [S]")
-    return value.to(torch.int64).numpy()
+    ids = value.to(torch.int64).numpy()
+    if len(ids) and ids.min() < 0:  # -100 is a label's ignore index, never a token id
+        raise BadInput(f"{path}: {key} holds a negative id ({int(ids.min())}); token ids are >= 0")
+    return ids
 
 
 def as_states(value, path: str, key: str, length: int, ndim: int) -> torch.Tensor:
@@ -54,6 +57,8 @@ def as_states(value, path: str, key: str, length: int, ndim: int) -> torch.Tenso
         value = value[0]
     if value.ndim != ndim:
         raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}; expected {ndim} dims (plus an optional batch of 1)")
+    if 0 in value.shape[1:]:
+        raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}: a state with no channels")
     if value.shape[0] != length:
         raise BadInput(f"{path}: {key} holds {value.shape[0]} tokens but input_ids holds {length}")
     return value
