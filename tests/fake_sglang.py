@@ -271,3 +271,27 @@ class FakeSGLang:
                     pass  # the client gave up (a timeout test)
 
         return Handler
+
+
+class InProcessEngine:
+    """An object with sglang.Engine's ``generate`` / ``get_server_info`` over a running FakeSGLang:
+    the offline mode's backend, whose hidden states come back as tensors (NaN as NaN, where the HTTP
+    server's orjson sends ``null``)."""
+
+    def __init__(self, fake: "FakeSGLang"):
+        self.fake = fake
+
+    def get_server_info(self):
+        return self.fake.server_info()
+
+    def generate(self, input_ids, sampling_params, return_hidden_states):
+        _, body = self.fake._generate({"input_ids": input_ids, "sampling_params": sampling_params,
+                                       "return_hidden_states": return_hidden_states})
+        body["meta_info"]["hidden_states"] = [torch.tensor(_nan_for_null(h)) for h in body["meta_info"]["hidden_states"]]
+        return body
+
+
+def _nan_for_null(value):
+    if isinstance(value, list):
+        return [_nan_for_null(v) for v in value]
+    return float("nan") if value is None else value

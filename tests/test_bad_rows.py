@@ -26,7 +26,7 @@ from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_http import capture_sglang
 from alignprobe.probes.vllm_files import capture_vllm_files
 from alignprobe.demo.tiny_models import synthetic_corpus, tiny_llama
-from fake_sglang import FakeOptions, FakeSGLang
+from fake_sglang import FakeOptions, FakeSGLang, InProcessEngine
 
 N, H = 8, 64
 NAN_SAMPLE, NAN_POSITIONS = "s2", [3, 10]  # s2 has 17 tokens; NaN in the second aux slice (HF[4])
@@ -141,19 +141,8 @@ def test_offline_engine_tensors_with_nan_are_kept(model, prompts, tmp_path):
     from alignprobe.probes.sglang_capture import capture_from_backend
     from alignprobe.probes.sglang_engine import EngineBackend
 
-    class Engine:
-        def get_server_info(self):
-            return fake.server_info()
-
-        def generate(self, input_ids, sampling_params, return_hidden_states):
-            _, body = fake._generate({"input_ids": input_ids, "sampling_params": sampling_params,
-                                      "return_hidden_states": return_hidden_states})
-            body["meta_info"]["hidden_states"] = [torch.tensor([[float("nan") if v is None else v for v in row]
-                                                                for row in body["meta_info"]["hidden_states"][0]])]
-            return body
-
     with FakeSGLang(model, tmp_path, _options()) as fake:
-        out = capture_from_backend(EngineBackend(Engine()), prompts, tmp_path / "serve.h5", progress=False)
+        out = capture_from_backend(EngineBackend(InProcessEngine(fake)), prompts, tmp_path / "serve.h5", progress=False)
     with open_dump(out) as serve:
         assert serve.mark(NAN_SAMPLE).nonfinite_rows == 2 and serve.mark(SHORT_SAMPLE).returned == (CACHED, 12)
 

@@ -21,7 +21,7 @@ from alignprobe.probes.hf import capture_hf
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_http import capture_sglang
 from alignprobe.demo.tiny_models import synthetic_corpus, tiny_deepseek_v3, tiny_llama
-from fake_sglang import FakeOptions, FakeSGLang
+from fake_sglang import FakeOptions, FakeSGLang, InProcessEngine
 
 N = 8  # tiny llama layers; EAGLE-3 reference layers HF[2, 4, 5]
 H = 64
@@ -379,18 +379,8 @@ def test_engine_backend_with_an_in_process_engine(model, train_dump, tmp_path):
     from alignprobe.probes.sglang_capture import capture_from_backend
     from alignprobe.probes.sglang_engine import EngineBackend
 
-    class Engine:
-        def get_server_info(self):
-            return fake.server_info()
-
-        def generate(self, input_ids, sampling_params, return_hidden_states):
-            status, body = fake._generate({"input_ids": input_ids, "sampling_params": sampling_params,
-                                           "return_hidden_states": return_hidden_states})
-            body["meta_info"]["hidden_states"] = [torch.tensor(h) for h in body["meta_info"]["hidden_states"]]
-            return body
-
     with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3")) as fake:
-        out = capture_from_backend(EngineBackend(Engine()), train_dump, tmp_path / "serve.h5", progress=False)
+        out = capture_from_backend(EngineBackend(InProcessEngine(fake)), train_dump, tmp_path / "serve.h5", progress=False)
     _assert_matches_train(out, train_dump, (2, 4, 5))
     with open_dump(out) as serve:
         assert serve.provenance.capture["server_info_endpoint"] == "Engine.get_server_info"
