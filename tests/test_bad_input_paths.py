@@ -121,6 +121,20 @@ def overlap_cases(w, tmp):
         (["capture", "vllm", "--from-dir", source, "--layer-ids", "1,2", "--out", source / "o.h5"], [source]),
         (["capture", "vllm", "--from-dir", source, "--layer-ids", "1,2", "--tokens-from", w["a"], "--out", w["a"]],
          [source, w["a"]]),
+        # audit, accept, diff and gate wrote over their inputs until a hostile sweep tried them
+        (["audit", w["a"], "--junit", w["a"]], [w["a"]]),
+        (["audit", w["a"], "--json", w["a"]], [w["a"]]),
+        (["audit", source, "--report", source], [source]),
+        (["audit", w["b"], source, "--json", source / "hs_0.safetensors"], [source, w["b"]]),
+        (["accept", "--drafter", model, "--train-dump", w["a"], "--serve-dump", w["b"], "--json", w["a"]],
+         [model, w["a"], w["b"]]),
+        (["accept", "--drafter", model, "--train-dump", w["a"], "--serve-dump", w["b"], "--json", model / "r.json"],
+         [model, w["a"], w["b"]]),
+        (["diff", w["result"], w["result"], "--json", w["result"]], [w["result"]]),
+        (["gate", "--model", model, "--prompts", w["prompts"], "--sglang-url", "http://127.0.0.1:9", "--out", model],
+         [model, w["prompts"]]),
+        (["gate", "--model", model, "--prompts", w["prompts"], "--sglang-url", "http://127.0.0.1:9", "--json",
+          w["prompts"]], [model, w["prompts"]]),
     ]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from alignprobe.errors import EXIT_FAIL, EXIT_PASS
-from alignprobe.safe_paths import write_text_atomic
+from alignprobe.safe_paths import output_file, refuse_overlap, write_text_atomic
 
 
 @click.command()
@@ -35,6 +35,9 @@ def accept(drafter, train_dump, serve_dump, target, num_draft_tokens, temperatur
     from alignprobe.accept import accept as run_accept
     from alignprobe.accept.summary import format_accept
 
+    if json_path:  # before the drafter runs: never a result written over an input
+        refuse_overlap({"--json": output_file(json_path, "--json")},
+                       {"--drafter": drafter, "--train-dump": train_dump, "--serve-dump": serve_dump, "--target": target})
     result = run_accept(drafter, train_dump, serve_dump, target=target, num_draft_tokens=num_draft_tokens,
                         temperature=temperature, max_tokens=max_tokens, device=device, explain=not no_explain, score_from=score_from)
     if json_path:

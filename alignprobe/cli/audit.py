@@ -37,6 +37,7 @@ def audit(paths, json_path, report_dir, junit_path, workers, scheduler, override
 
     if workers and scheduler:
         raise BadInput("give --workers or --scheduler, not both")
+    _refuse_bad_paths(paths, json_path, report_dir, junit_path)
     policy = AuditPolicy()
     if overrides:
         pairs = {}
@@ -46,11 +47,7 @@ def audit(paths, json_path, report_dir, junit_path, workers, scheduler, override
                 raise BadInput(f"--set {text}: write KEY=VALUE")
             pairs[key.strip()] = value.strip()
         policy = policy.updated(pairs)
-    journal = None
-    if report_dir:
-        journal = os.path.join(report_dir, JOURNAL_NAME)
-    elif json_path:
-        journal = json_path + ".journal"
+    journal = _journal_path(json_path, report_dir)
     result = run_audit(list(paths), policy=policy, workers=workers, scheduler=scheduler, journal=journal,
                        progress=not no_progress)
     if json_path:
@@ -61,3 +58,23 @@ def audit(paths, json_path, report_dir, junit_path, workers, scheduler, override
     if report_dir:
         click.echo(f"report: {write_audit_report(result, report_dir, strict).html}")
     return EXIT_PASS if result.passed(strict=strict) else EXIT_FAIL
+
+
+def _journal_path(json_path, report_dir) -> str | None:
+    if report_dir:
+        return os.path.join(report_dir, JOURNAL_NAME)
+    return json_path + ".journal" if json_path else None
+
+
+def _refuse_bad_paths(paths, json_path, report_dir, junit_path) -> None:
+    """An output (the report's files, its resume journal) over or inside an audited path: one line,
+    before anything is read or written (safe_paths)."""
+    from alignprobe.audit.render.writer import REPORT_NAMES
+    from alignprobe.safe_paths import output_file, refuse_overlap
+
+    outputs = {"--json": output_file(json_path, "--json") if json_path else None,
+               "--junit": output_file(junit_path, "--junit") if junit_path else None}
+    if report_dir:
+        outputs.update({f"--report ({name})": os.path.join(report_dir, name) for name in REPORT_NAMES})
+    outputs["the resume journal"] = _journal_path(json_path, report_dir)
+    refuse_overlap(outputs, {f"audited {path}": path for path in paths})

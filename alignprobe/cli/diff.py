@@ -24,7 +24,14 @@ def diff(old_json, new_json, json_path) -> int:
     from alignprobe.compare.diff import diff_results
     from alignprobe.report.load import load_result
     from alignprobe.report.outputs import STDOUT, write_json
+    from alignprobe.safe_paths import BadOutputPath, output_file, refuse_overlap
 
+    if json_path and json_path != STDOUT:
+        try:
+            refuse_overlap({"--json": output_file(json_path, "--json")}, {"OLD_JSON": old_json, "NEW_JSON": new_json})
+        except BadOutputPath:
+            forget_json_path()  # the error record must not go there either: that file is an input result
+            raise
     change = diff_results(load_result(old_json), load_result(new_json))
     if json_path:
         write_json(json_path, json.dumps(change.to_dict(), indent=2, default=str))

@@ -85,6 +85,7 @@ def run_gate(
     from alignprobe.compare.policy import Policy
 
     config.validate()
+    _refuse_outputs_over_inputs(config)
     policy = Policy.from_file(config.policy_file) if config.policy_file else Policy()
     policy = policy.updated(config.policy) if config.policy else policy
     os.makedirs(config.out, exist_ok=True)
@@ -102,3 +103,14 @@ def run_gate(
         report_dir=os.path.join(config.out, REPORT_NAME), junit_path=config.junit, suite="alignprobe gate", echo=echo,
     )
     return GateRun(result, outputs, train_path, serve_path)
+
+
+def _refuse_outputs_over_inputs(config: GateConfig) -> None:
+    """The gate writes into ``config.out`` (and --json/--junit): never over or inside the model folder,
+    the prompts, the policy or vLLM's files (safe_paths)."""
+    from alignprobe.safe_paths import refuse_overlap
+
+    outputs = {f"--out ({name})": os.path.join(config.out, name) for name in (TRAIN_NAME, SERVE_NAME, REPORT_NAME)}
+    outputs.update({"--json": config.json or os.path.join(config.out, JSON_NAME), "--junit": config.junit})
+    refuse_overlap(outputs, {"--model": config.train.model, "--prompts": config.train.prompts,
+                             "--policy": config.policy_file, "--vllm-dir": config.serve.vllm_dir})

@@ -21,12 +21,15 @@ class AuditReportFiles:
     junit: str
 
 
+REPORT_NAMES = ("report.html", "summary.md", "result.json", "junit.xml")  # in AuditReportFiles' order
+
+
 def write_audit_report(result: AuditResult, out_dir: str | os.PathLike, strict: bool = False) -> AuditReportFiles:
     out_dir = os.fspath(out_dir)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise BadInput(f"{out_dir}: exists and is not a folder; give --report a folder")
     os.makedirs(out_dir, exist_ok=True)
-    files = AuditReportFiles(*(os.path.join(out_dir, n) for n in ("report.html", "summary.md", "result.json", "junit.xml")))
+    files = AuditReportFiles(*(os.path.join(out_dir, n) for n in REPORT_NAMES))
     write_atomic(files.html, render_html(result))
     write_atomic(files.markdown, render_markdown(result))
     write_atomic(files.json, result.to_json())
