@@ -43,6 +43,7 @@ def commands(w, slot):
         "compare train": ["compare", "--train-dump", slot, "--serve-dump", w["b"]],
         "compare serve": ["compare", "--train-dump", w["a"], "--serve-dump", slot],
         "compare policy": ["compare", "--train-dump", w["a"], "--serve-dump", w["b"], "--policy", slot],
+        "compare tokenizer": ["compare", "--train-dump", w["a"], "--serve-dump", w["b"], "--tokenizer", slot],
         "report": ["report", slot, "--out", f / "r"],
         "import": ["import", slot, "--num-layers", "8", "--out", f / "imp.h5"],
         "capture prompts": ["capture", "sglang", "--url", "http://127.0.0.1:9", "--prompts", slot, "--out", f / "c.h5"],
@@ -53,11 +54,11 @@ def commands(w, slot):
 
 
 @FUZZ
-@given(command=st.sampled_from(["inspect", "compare train", "compare serve", "compare policy", "report", "import",
+@given(command=st.sampled_from(["inspect", "compare train", "compare serve", "compare policy", "compare tokenizer", "report", "import",
                                 "capture prompts", "capture tokens-from", "capture hf prompts"]),
        kind=st.sampled_from(["fifo", "/dev/null", "/dev/zero", "symlink loop", "dangling", "/proc folder"]))
 def test_inputs_that_are_not_files(world, command, kind):
-    if kind == "/proc folder" and command in ("import", "compare train", "compare serve"):
+    if kind == "/proc folder" and command in ("import", "compare train", "compare serve", "compare tokenizer"):
         kind = "/dev/zero"  # a folder is a valid source there (a foreign dump); /proc/self is checked below
     args = commands(world, world["odd"][kind])[command]
     assert_refused(args, [world["a"], world["b"], world["prompts"], world["result"]])

@@ -13,7 +13,7 @@ from alignprobe.compare import compare as run_compare
 from alignprobe.compare.policy import Policy, parse_override
 from alignprobe.compare.summary import format_summary, format_verdict_line
 from alignprobe.errors import BadInput
-from alignprobe.safe_paths import input_path, output_file, refuse_overlap
+from alignprobe.safe_paths import input_dir, input_path, output_file, refuse_overlap
 
 USAGE = "alignprobe compare --train-dump TRAIN --serve-dump SERVE [--json result.json] [--report DIR] [--junit junit.xml]"
 
@@ -182,3 +182,5 @@ def _refuse_bad_paths(train_dump, serve_dump, drafter_config, policy_file, token
     if tokenizer.lower() not in ("auto", "none"):
         inputs["--tokenizer"] = tokenizer
     refuse_overlap(outputs, inputs)
+    if tokenizer.lower() not in ("auto", "none"):  # loaded only if tokens differ: a wrong path must not wait for that
+        input_dir(tokenizer, "tokenizer folder (--tokenizer)")
