@@ -15,7 +15,7 @@ GB, then, each in a fresh process with the files evicted from the page cache fir
     file, one after the other in one thread, fsync at the end (an import's work done naively);
   - ``raw folder+dump``: ``torch.load`` of the folder, then an h5py read of every dataset of the
     dump (what ``compare foreign`` reads); ``raw 2 dumps``: the h5py read of both dumps.
-- ``--trees before=/path/a,after=/path/b``: the import and compare rows for each alignprobe tree
+- ``--trees before=/path/a,after=/path/b``: the audit, import and compare rows for each alignprobe tree
   (a folder holding the ``alignprobe`` package), on the same files in the same run.
 
     python benchmarks/audit_throughput.py --gb 1 --hidden 1024 --workers 1,2
@@ -189,7 +189,7 @@ def main() -> None:
     parser.add_argument("--gz-every", type=int, default=0, help="every k-th file .ckpt.gz (0: none)")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--skip", default="", help="comma-separated: audit,import,compare")
-    parser.add_argument("--trees", default="", help="name=path,...: alignprobe trees whose import/compare to measure")
+    parser.add_argument("--trees", default="", help="name=path,...: alignprobe trees whose audit/import/compare to measure")
     parser.add_argument("--dir", default=None)
     parser.add_argument("--folder", default=None,
                         help="an existing folder this script wrote (kept): two trees measured on the same files")
@@ -235,11 +235,14 @@ def main() -> None:
         if "raw16" not in skip:
             measure("raw 16 threads", RAW, folder, "16", base=raw)
         if "audit" not in skip:
-            measure("audit (1 process)", AUDIT, folder, base=raw)
-            if args.torch_threads > 1:
-                measure(f"audit 1 proc {args.torch_threads} thr", AUDIT, folder, str(args.torch_threads), base=raw)
-            for n in [int(w) for w in args.workers.split(",") if w]:
-                measure(f"audit dask {n}", DASK, folder, str(n), base=raw)
+            for label, tree in trees:
+                prefix = f"{label}: " if label else ""
+                measure(f"{prefix}audit (1 process)", AUDIT, folder, base=raw, tree=tree)
+                if args.torch_threads > 1:
+                    measure(f"{prefix}audit 1 proc {args.torch_threads} thr", AUDIT, folder, str(args.torch_threads),
+                            base=raw, tree=tree)
+                for n in [int(w) for w in args.workers.split(",") if w]:
+                    measure(f"{prefix}audit dask {n}", DASK, folder, str(n), base=raw, tree=tree)
         if "import" not in skip:
             raw_rw = measure("raw read+write", RAW_RW, folder, os.path.join(root, "raw_rw.bin"), base=raw)
             own_both = own_dumps = None

@@ -8,10 +8,12 @@ so the number of workers never changes the result.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import itertools
 from typing import Iterator, Sequence
 
+from alignprobe.audit.readahead import ReadAhead
 from alignprobe.audit.scan import scan_unit
 from alignprobe.audit.units import Unit
 from alignprobe.errors import BadInput
@@ -48,8 +50,15 @@ def _in_threads(units: Sequence[Unit], threads: int, torch_threads: int = 1) -> 
     import torch
 
     if threads <= 1 or len(units) <= 1:
-        for i, unit in enumerate(units):
-            yield i, scan_unit(unit, torch_threads=torch_threads)
+        # One read-ahead for every unit in turn: the disk keeps reading through the units' ends (readahead.Window)
+        foreign = [u for u in units if u.format != "dump"]
+        with ReadAhead([path for u in foreign for path in u.files]) if foreign else contextlib.nullcontext() as ahead:
+            first = 0
+            for i, unit in enumerate(units):
+                window = None
+                if unit.format != "dump":
+                    window, first = ahead.window(first), first + len(unit.files)
+                yield i, scan_unit(unit, torch_threads=torch_threads, ahead=window)
         return
     before = torch.get_num_threads()
     torch.set_num_threads(1)  # process-wide: set once here, not by each thread

@@ -43,6 +43,10 @@ class ReadAhead:
         if future is not None:
             future.result()
 
+    def window(self, first: int) -> "Window":
+        """This read-ahead seen from a unit whose files start at ``first`` in ``paths``."""
+        return Window(self, first)
+
     def close(self) -> None:
         for future in self._futures.values():
             future.cancel()
@@ -60,3 +64,17 @@ def _size(path: str) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
+
+
+class Window:
+    """One unit's view of a read-ahead over the files of several units scanned one after another: its
+    file ``i`` is the read-ahead's ``first + i``. Measured (1 process, 6 GB SpecForge folder on the
+    H200 host): a read-ahead per unit let the disk idle at every unit's end (its last file scanned,
+    the partials merged, the next unit's first file read with nothing to overlap it): 0.85x of a raw
+    read. One read-ahead across units keeps the disk's one stream going through those."""
+
+    def __init__(self, ahead: ReadAhead, first: int):
+        self._ahead, self._first = ahead, first
+
+    def ready(self, index: int) -> None:
+        self._ahead.ready(self._first + index)

@@ -9,12 +9,13 @@ tail is measured, not dropped: the padding check wants to see it.
 from __future__ import annotations
 
 import os
+import contextlib
 from typing import Iterator
 
 import numpy as np
 import torch
 
-from alignprobe.audit.readahead import ReadAhead
+from alignprobe.audit.readahead import ReadAhead, Window
 from alignprobe.audit.sample import AuditSample
 from alignprobe.audit.units import Unit
 from alignprobe.errors import BadInput
@@ -28,12 +29,13 @@ class Unreadable(Exception):
         self.path, self.reason = path, reason
 
 
-def iter_samples(unit: Unit) -> Iterator[AuditSample | Unreadable]:
-    """The unit's samples in file order; an unreadable file yields an :class:`Unreadable` in its place."""
+def iter_samples(unit: Unit, ahead: Window | None = None) -> Iterator[AuditSample | Unreadable]:
+    """The unit's samples in file order; an unreadable file yields an :class:`Unreadable` in its place.
+    ``ahead``: a read-ahead shared with the units scanned after this one (else one for this unit)."""
     if unit.format == "dump":
         yield from _dump_samples(unit)
         return
-    with ReadAhead(unit.files) as ahead:
+    with (contextlib.nullcontext(ahead) if ahead is not None else ReadAhead(unit.files)) as ahead:
         for i, path in enumerate(unit.files):
             ahead.ready(i)  # in the page cache now; the next files are being read while this one is scanned
             try:

@@ -12,17 +12,19 @@ import concurrent.futures
 from typing import Iterator
 
 from alignprobe.audit.checks import Scanned, all_checks
+from alignprobe.audit.readahead import Window
 from alignprobe.audit.reading import Unreadable, iter_samples
 from alignprobe.audit.rows import row_facts
 from alignprobe.audit.units import Unit
 
 
-def scan_unit(unit: Unit, set_threads: bool = True, torch_threads: int = 1) -> dict:
-    """``{"samples", "tokens", "bytes", "checks": {name: partial}}`` for one unit."""
+def scan_unit(unit: Unit, set_threads: bool = True, torch_threads: int = 1, ahead: Window | None = None) -> dict:
+    """``{"samples", "tokens", "bytes", "checks": {name: partial}}`` for one unit. ``ahead``: a read-ahead
+    that also reads the units scanned after this one (a one-process audit's; see readahead.Window)."""
     import torch
 
     if not set_threads:  # the caller runs several units at once and set one thread for all
-        return _scan(unit)
+        return _scan(unit, ahead)
 
     # One thread: the reductions run on pieces of a few MB, where OpenMP's fork/join costs more than
     # it gains, and on a busy machine its spinning threads ran 50x slower (measured: 1.5 GB/s on one
@@ -32,16 +34,16 @@ def scan_unit(unit: Unit, set_threads: bool = True, torch_threads: int = 1) -> d
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, torch_threads))
     try:
-        return _scan(unit)
+        return _scan(unit, ahead)
     finally:
         torch.set_num_threads(threads)
 
 
-def _scan(unit: Unit) -> dict:
+def _scan(unit: Unit, ahead: Window | None = None) -> dict:
     checks = all_checks()
     partials = {c.name: c.empty() for c in checks}
     samples = tokens = 0
-    for item in _prefetched(iter_samples(unit)):
+    for item in _prefetched(iter_samples(unit, ahead)):
         if isinstance(item, Unreadable):
             next(c for c in checks if c.name == "unreadable").failed(partials["unreadable"], item.path, item.reason)
             continue
