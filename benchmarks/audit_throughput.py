@@ -143,6 +143,50 @@ os.unlink(sys.argv[2])
 print(json.dumps({"s": s, "bytes": offset, "rss_mb": peak()}))
 """
 
+RAW_WRITE = PEAK + """
+import json, sys, os, time
+n, out = int(sys.argv[1]), sys.argv[2]
+block = memoryview(os.urandom(1 << 20) * 64)  # 64 MB of incompressible bytes, written over and over
+t = time.perf_counter()
+fd = os.open(out, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+offset = 0
+while offset < n:
+    offset += os.pwrite(fd, block[: min(len(block), n - offset)], offset)
+os.fsync(fd)
+os.close(fd)
+s = time.perf_counter() - t
+os.unlink(out)
+print(json.dumps({"s": s, "bytes": offset, "rss_mb": peak()}))
+"""
+
+# The read and the write of raw read+write overlapped: a thread reads (torch.load, as raw) up to 256 MB
+# ahead while the main thread writes what it read; fsync at the end. What an import can hope for.
+RAW_RW_OVERLAP = PEAK + """
+import json, sys, time, glob, os, queue, threading
+from alignprobe.importers.files import load_torch_dict
+files = sorted(glob.glob(os.path.join(sys.argv[1], '*', 'data_*')))
+ready = queue.Queue(maxsize=max(1, (256 << 20) // max(1, os.path.getsize(files[0]))))
+def reader():
+    for p in files:
+        ready.put(load_torch_dict(p, mmap=False))
+    ready.put(None)
+t = time.perf_counter()
+threading.Thread(target=reader, daemon=True).start()
+fd = os.open(sys.argv[2], os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+offset = 0
+while (d := ready.get()) is not None:
+    for v in d.values():
+        data = memoryview(v.contiguous().view(-1).view(__import__('torch').uint8).numpy())
+        while len(data):
+            n = os.pwrite(fd, data, offset)
+            offset, data = offset + n, data[n:]
+os.fsync(fd)
+os.close(fd)
+s = time.perf_counter() - t
+os.unlink(sys.argv[2])
+print(json.dumps({"s": s, "bytes": offset, "rss_mb": peak()}))
+"""
+
 RAW_DUMPS = PEAK + """
 import json, sys, time, glob, os
 import h5py
@@ -166,6 +210,9 @@ print(json.dumps({"s": time.perf_counter() - t, "bytes": n, "rss_mb": peak()}))
 IMPORT = PEAK + """
 import json, sys, time
 from alignprobe.importers import import_source
+if sys.argv[3:] == ["no-write-behind"]:  # the pages left dirty until the final fsync, as before write_behind.py
+    import alignprobe.dump.planned_writer as planned_writer
+    planned_writer.start_write_out = lambda *args: None
 t = time.perf_counter()
 import_source(sys.argv[1], sys.argv[2], layer_ids=[1, 3, 4], num_layers=8, overwrite=True, progress=False)
 print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak()}))
@@ -188,7 +235,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2048, help="tokens a file (sample)")
     parser.add_argument("--gz-every", type=int, default=0, help="every k-th file .ckpt.gz (0: none)")
     parser.add_argument("--workers", default="1,2")
-    parser.add_argument("--skip", default="", help="comma-separated: audit,import,compare")
+    parser.add_argument("--skip", default="", help="comma-separated: audit,import,compare,raw16,write_floor")
     parser.add_argument("--trees", default="", help="name=path,...: alignprobe trees whose audit/import/compare to measure")
     parser.add_argument("--dir", default=None)
     parser.add_argument("--folder", default=None,
@@ -245,6 +292,13 @@ def main() -> None:
                     measure(f"{prefix}audit dask {n}", DASK, folder, str(n), base=raw, tree=tree)
         if "import" not in skip:
             raw_rw = measure("raw read+write", RAW_RW, folder, os.path.join(root, "raw_rw.bin"), base=raw)
+            if "write_floor" not in skip:
+                measure("raw write", RAW_WRITE, str(size), os.path.join(root, "raw_w.bin"), base=raw)
+                measure("raw read || write", RAW_RW_OVERLAP, folder, os.path.join(root, "raw_rw.bin"), base=raw,
+                        own=raw_rw)
+                measure(f"{trees[-1][0] + ': ' if trees[-1][0] else ''}import no w-behind", IMPORT, folder,
+                        os.path.join(root, "imported_nwb.h5"), "no-write-behind", base=raw, own=raw_rw, tree=trees[-1][1])
+                os.unlink(os.path.join(root, "imported_nwb.h5"))
             own_both = own_dumps = None
             for label, tree in trees:
                 prefix = f"{label}: " if label else ""
