@@ -285,3 +285,21 @@ def test_a_marked_dumps_placeholder_rows_are_not_counted_as_nan(tmp_path):
     nan = result.finding("nonfinite")
     assert nan.evidence["samples"] == 1 and sum(v["nan_rows"] for v in nan.evidence["slices"].values()) == 3
     assert "rows_tokens_mismatch" not in result.codes()
+
+
+def test_a_one_process_audit_reads_ahead_across_its_units(faulty, small_units, monkeypatch):
+    """One read-ahead for every unit in turn (readahead.Window): each file read into the page cache
+    once, in file order, by one ReadAhead; the result as when each unit reads ahead for itself."""
+    from alignprobe.audit import readahead
+
+    made, read = [], []
+    real_init, real_read = readahead.ReadAhead.__init__, readahead.read_through
+    monkeypatch.setattr(readahead.ReadAhead, "__init__", lambda self, paths: (made.append(len(paths)), real_init(self, paths))[1])
+    monkeypatch.setattr(readahead, "read_through", lambda path, buffer: (read.append(path), real_read(path, buffer))[1])
+    path = faulty["specforge"]
+    across = alignprobe.audit(path)
+    files = [f for u in audit_units.plan_units(path) for f in u.files]
+    assert across.sources[0].units > 1 and made == [len(files)] and read == files
+    made.clear()
+    per_unit = alignprobe.audit(path, threads=2)  # units scanned at once: each its own read-ahead
+    assert len(made) == across.sources[0].units and comparable(per_unit) == comparable(across)
