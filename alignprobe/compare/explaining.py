@@ -6,12 +6,15 @@ samples, each from its first position, rather than the mapping search's windows.
 slices a serve slice may be a transform of are kept: the expected one, its neighbours (for a
 residual split) and both finals; a few MB in all.
 
-Where the streaming pass reads a stream anyway, it hands these rows over from its own blocks
-(:meth:`ExplainSamples.take`, as feeding.py does for the mapping search): read a second time, they
-would cost a second read of the same chunks, under h5py's lock that the pass waits on
-(benchmarks/README.md). The rest is read beside the pass. Every row lands in one preallocated
-float32 buffer per serve stream and per train slice, shared by every stream's explanations, so no
-copy of them is made (benchmarks/results/compare_explain_cost.txt measures what this saved).
+Where the streaming pass reads a stream anyway, it hands over the first run's rows from its own
+blocks (:meth:`ExplainSamples.take`, as feeding.py does for the mapping search): it reaches them
+within its first few samples. The later runs' rows are read beside the pass as it starts, with
+every row of the streams it does not read: waiting for the pass to reach the middle of the dump
+started the fits past half of a short pass, and their tail outlasted it (1-2 GB per dump on the
+H200 host, benchmarks/README.md). Read early, those chunks are in the page cache when the pass gets
+to them, so the disk reads them once. Every row lands in one preallocated float32 buffer per serve
+stream and per train slice, shared by every stream's explanations, so no copy of them is made
+(benchmarks/results/compare_explain_cost.txt measures what this saved).
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ class ExplainSamples:
         self.where = {k: v for keys in self.keys.values() for k, v in keys.items()}  # key -> (train stream, slice)
         slices = sum(p.num_slices for p in self.plans) + len(self.where)
         budget = max(MIN_ROWS, min(MAX_ROWS, EXPLAIN_BYTES // (4 * self.hidden * max(1, slices))))
-        self.chosen = _chosen_segments(segments, budget) if self.plans else []
+        self.chosen, self.early = _chosen_segments(segments, budget) if self.plans else ([], 0)
         self.starts = np.cumsum([0] + [length for _, length in self.chosen])
         rows, H = int(self.starts[-1]), self.hidden
         self.served = {p.serve_stream: np.empty((rows, p.num_slices * H), np.float32) for p in self.plans}
@@ -66,10 +69,10 @@ class ExplainSamples:
         self.fed_keys = [k for k, (stream, _) in self.where.items() if stream in fed_train]
         self.own_serve = [s for s in self.served if s not in fed_serve]
         self.own_keys = [k for k in self.where if k not in self.fed_keys]
-        self._received = np.zeros(rows, bool)
+        self._received = np.zeros(int(self.starts[self.early]), bool)  # the first run's rows, handed over
         self._fed = threading.Event()
         self._pass_finished = True
-        if not (self.fed_serve or self.fed_keys) or not rows:
+        if not (self.fed_serve or self.fed_keys) or not len(self._received):
             self._fed.set()
 
     # -- the streaming pass's side (its own thread) -----------------------------------------------
@@ -80,7 +83,7 @@ class ExplainSamples:
         if self._fed.is_set():
             return
         H = self.hidden
-        for (seg, length), start in zip(self.chosen, self.starts):
+        for (seg, length), start in zip(self.chosen[: self.early], self.starts):
             first, last = max(t0, seg.train_row), min(t0 + n, seg.train_row + length)
             if first >= last or seg.serve_row - seg.train_row != v0 - t0:
                 continue
@@ -109,23 +112,28 @@ class ExplainSamples:
         if not self.chosen:  # no paired rows: nothing to explain
             return {}
         self._read(self.own_serve, self.own_keys)
+        self._read(self.fed_serve, self.fed_keys, runs=range(self.early, len(self.chosen)))
         self._fed.wait()
         if not self._pass_finished:
             return {}
         if not self._received.all():  # a finished pass hands every row over; should one be missed, read it
-            self._read(self.fed_serve, self.fed_keys, only_missing=True)
+            self._read(self.fed_serve, self.fed_keys, runs=range(self.early), only_missing=True)
         for array in (*self.served.values(), *self.trained.values()):
             array.flags.writeable = False  # shared by every stream's explanations
         return {p.serve_stream: self._explain_plan(p, policy) for p in self.plans}
 
-    def _read(self, serve_streams: list[str], keys: list, only_missing: bool = False) -> None:
-        """Read the rows of these streams and train slices: one read a stream and sample (the columns its
-        wanted slices span; a chunked dataset read column by column would read each chunk once per slice)."""
+    def _read(self, serve_streams: list[str], keys: list, runs: range | None = None, only_missing: bool = False) -> None:
+        """Read the rows of these streams and train slices (of the chosen segments ``runs``, default all):
+        one read a stream and sample (the columns its wanted slices span; a chunked dataset read column
+        by column would read each chunk once per slice)."""
         H = self.hidden
         by_stream: dict[str, list] = {}
         for key in keys:
             by_stream.setdefault(self.where[key][0], []).append(key)
-        for (seg, length), start in zip(self.chosen, self.starts):
+        if not (serve_streams or by_stream):
+            return
+        for i in range(len(self.chosen)) if runs is None else runs:
+            (seg, length), start = self.chosen[i], int(self.starts[i])
             dst = slice(start, start + length)
             if only_missing and self._received[dst].all():
                 continue
@@ -183,16 +191,19 @@ def _provenance(dump: Dump) -> dict:
     return {"engine": p.engine, "dtype": p.dtype, "quantization": p.quantization}
 
 
-def _chosen_segments(segments: list[Segment], budget: int) -> list[tuple[Segment, int]]:
-    """Runs of consecutive segments, each cut to an even share of the row budget."""
+def _chosen_segments(segments: list[Segment], budget: int) -> tuple[list[tuple[Segment, int]], int]:
+    """Runs of consecutive segments, each cut to an even share of the row budget, and how many of them
+    belong to the first run (the pass's first segments)."""
     starts = sorted({0, max(0, len(segments) // 2 - 1)})[:RUNS]
     picked: list[Segment] = []
+    early = 0
     for start in starts:
         for seg in segments[start : start + SAMPLES_PER_RUN]:
             if seg not in picked:
                 picked.append(seg)
+        early = early or len(picked)
     share = max(2 * FIT_RUN, budget // max(1, len(picked)))
-    return [(seg, min(seg.length, share)) for seg in picked]
+    return [(seg, min(seg.length, share)) for seg in picked], early
 
 
 def _candidate_keys(train: Dump, plan: StreamPlan, num_layers: int) -> dict:
