@@ -97,3 +97,35 @@ def test_no_paired_rows_explain_nothing(tmp_path):
         plans = plan_streams(tr, sv, hidden, [])
         samples = ExplainSamples(tr, sv, plans, [], layers, pass_streams(plans))
         assert samples.explain(resolve_policy(None)) == {}
+
+
+def test_the_fits_wait_only_for_the_first_run_the_pass_hands_over(tmp_path):
+    # the later runs are read beside the pass as it starts (their chunks then come from the page cache
+    # when it gets there): the fits need not wait for the pass to reach the middle of the dump
+    train, serve = _pair(tmp_path, "bfloat16")
+    policy = resolve_policy(None)
+    with open_dump(train) as tr, open_dump(serve) as sv:
+        samples, plans, segments, hidden = _samples(tr, sv, fed=True)
+        assert 0 < samples.handed < len(samples.chosen)
+        first = [seg for seg, _ in samples.chosen[: samples.handed]]
+        assert first == segments[: len(first)]  # the pass's first segments
+        measured = [p for p in plans if p.width_ok]
+        # a pass over the first run alone, never told it ended: the explanations do not wait for more
+        streaming.measure(tr, sv, measured, first, hidden, 4 * 4 * H * 7, kernels_for("cpu"), explain_feed=samples.take)
+        assert samples._received.all() and samples._fed.is_set()
+        read, *_ = _samples(tr, sv, fed=False)
+        assert samples.explain(policy) == read.explain(policy)
+        for name in samples.served:
+            assert np.array_equal(samples.served[name], read.served[name])
+
+
+def test_a_source_whose_reads_decode_whole_files_has_every_row_handed_over(tmp_path, monkeypatch):
+    # a foreign folder read in place decodes (or warms) a whole file per read, into caches sized for a
+    # pass in order: reading the middle run early would decode its files twice
+    from alignprobe.dump.reader import Dump
+
+    train, serve = _pair(tmp_path, "float32")
+    monkeypatch.setattr(Dump, "cheap_random_reads", False)
+    with open_dump(train) as tr, open_dump(serve) as sv:
+        samples, *_ = _samples(tr, sv, fed=True)
+        assert samples.handed == len(samples.chosen) and len(samples._received) == samples.starts[-1]

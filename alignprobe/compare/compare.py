@@ -96,9 +96,10 @@ def compare(
         population = tokens.alignable_samples if sampled_run else None
         measured = [p for p in plans if p.width_ok]
         searches = feeding.mapping_sums(tr, sv, plans, segments, sampled, hidden_size, kernels)
-        # The explanations' rows come from the pass's own blocks where it reads their streams (the rest
-        # is read beside it); they are fitted in a thread beside the pass's second half, so they cost
-        # the comparison little wall time (benchmarks/results/compare_explain_cost.txt).
+        # The explanations' first run of rows comes from the pass's own blocks where it reads their
+        # streams (the rest is read beside it as it starts); they are fitted in a thread beside the
+        # pass once it has handed that run over, so they cost the comparison little wall time
+        # (benchmarks/results/compare_explain_cost.txt, benchmarks/README.md).
         samples = ExplainSamples(tr, sv, plans, segments, num_layers, pass_streams(plans))
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-explain") as pool:
             explaining = pool.submit(samples.explain, policy)

@@ -8,7 +8,8 @@ residual split) and both finals; a few MB in all.
 
 Where the streaming pass reads a stream anyway, it hands over the first run's rows from its own
 blocks (:meth:`ExplainSamples.take`, as feeding.py does for the mapping search): it reaches them
-within its first few samples. The later runs' rows are read beside the pass as it starts, with
+within its first few samples. The later runs' rows are read beside the pass as it starts (from an
+HDF5 dump: a foreign folder read in place decodes whole files, so the pass hands over all), with
 every row of the streams it does not read: waiting for the pass to reach the middle of the dump
 started the fits past half of a short pass, and their tail outlasted it (1-2 GB per dump on the
 H200 host, benchmarks/README.md). Read early, those chunks are in the page cache when the pass gets
@@ -36,7 +37,7 @@ from alignprobe.dump.encoding import widen_into
 EXPLAIN_BYTES = 24 << 20  # float32 rows held for every stream's explanations (H = 7168, 8 slices: ~110 rows)
 MAX_ROWS = 1024
 MIN_ROWS = 64
-RUNS = 2  # runs of consecutive samples (the start and the middle of the pairing order)
+RUNS = 2  # runs of consecutive samples (the start and the middle of the pairing order: the pass hands over the first)
 SAMPLES_PER_RUN = 5
 SMALL_TRAIN = 16  # train slices in all, at most, for every one of them to be a candidate
 FIT_RUN = 8  # positions per run of fit / held-out rows inside a sample
@@ -59,7 +60,7 @@ class ExplainSamples:
         self.where = {k: v for keys in self.keys.values() for k, v in keys.items()}  # key -> (train stream, slice)
         slices = sum(p.num_slices for p in self.plans) + len(self.where)
         budget = max(MIN_ROWS, min(MAX_ROWS, EXPLAIN_BYTES // (4 * self.hidden * max(1, slices))))
-        self.chosen, self.early = _chosen_segments(segments, budget) if self.plans else ([], 0)
+        self.chosen, early = _chosen_segments(segments, budget) if self.plans else ([], 0)
         self.starts = np.cumsum([0] + [length for _, length in self.chosen])
         rows, H = int(self.starts[-1]), self.hidden
         self.served = {p.serve_stream: np.empty((rows, p.num_slices * H), np.float32) for p in self.plans}
@@ -69,7 +70,11 @@ class ExplainSamples:
         self.fed_keys = [k for k, (stream, _) in self.where.items() if stream in fed_train]
         self.own_serve = [s for s in self.served if s not in fed_serve]
         self.own_keys = [k for k in self.where if k not in self.fed_keys]
-        self._received = np.zeros(int(self.starts[self.early]), bool)  # the first run's rows, handed over
+        # the pass hands over the first run's rows; the later runs' are read as it starts, unless a side
+        # it feeds from reads whole files per read (a foreign folder: then the pass hands over every row)
+        cheap = (self.serve.cheap_random_reads or not self.fed_serve) and (self.train.cheap_random_reads or not self.fed_keys)
+        self.handed = early if cheap else len(self.chosen)
+        self._received = np.zeros(int(self.starts[self.handed]), bool)
         self._fed = threading.Event()
         self._pass_finished = True
         if not (self.fed_serve or self.fed_keys) or not len(self._received):
@@ -83,7 +88,7 @@ class ExplainSamples:
         if self._fed.is_set():
             return
         H = self.hidden
-        for (seg, length), start in zip(self.chosen[: self.early], self.starts):
+        for (seg, length), start in zip(self.chosen[: self.handed], self.starts):
             first, last = max(t0, seg.train_row), min(t0 + n, seg.train_row + length)
             if first >= last or seg.serve_row - seg.train_row != v0 - t0:
                 continue
@@ -112,12 +117,12 @@ class ExplainSamples:
         if not self.chosen:  # no paired rows: nothing to explain
             return {}
         self._read(self.own_serve, self.own_keys)
-        self._read(self.fed_serve, self.fed_keys, runs=range(self.early, len(self.chosen)))
+        self._read(self.fed_serve, self.fed_keys, runs=range(self.handed, len(self.chosen)))
         self._fed.wait()
         if not self._pass_finished:
             return {}
         if not self._received.all():  # a finished pass hands every row over; should one be missed, read it
-            self._read(self.fed_serve, self.fed_keys, runs=range(self.early), only_missing=True)
+            self._read(self.fed_serve, self.fed_keys, runs=range(self.handed), only_missing=True)
         for array in (*self.served.values(), *self.trained.values()):
             array.flags.writeable = False  # shared by every stream's explanations
         return {p.serve_stream: self._explain_plan(p, policy) for p in self.plans}

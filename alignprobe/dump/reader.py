@@ -48,6 +48,8 @@ class Block:
 class Dump(SampleIndex):
     """An open dump. Use as a context manager, or call :meth:`close`."""
 
+    cheap_random_reads = True  # chunks of ~1 MiB (layout.py)
+
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
         self.notes: list[str] = []  # what the reader had to fill in for an older or hand-written file

@@ -16,6 +16,10 @@ class SampleIndex:
     sample_ids: list[str]
     offsets: np.ndarray
     _index: dict[str, int]
+    # A read of a few rows costs about those rows (a chunked HDF5 dump), so a reader beside an in-order
+    # pass may read ahead of it; False where a read decodes or warms whole files, into caches sized for
+    # a pass in order (a foreign folder read in place).
+    cheap_random_reads: bool = False
 
     @property
     def num_samples(self) -> int:

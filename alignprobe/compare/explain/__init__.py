@@ -2,7 +2,8 @@
 
 Every explanation is one module behind the :class:`~alignprobe.compare.explain.base.Explanation`
 Protocol; a new failure class is a new file and one line in EXPLANATIONS. For each serve slice every
-explanation is fitted on the fit rows and scored on the held-out rows; the winner is the simplest
+explanation is fitted on the fit rows and scored on the held-out rows (the continuous TRANSFORMS
+only where identity does not fit: they cannot be chosen where it does); the winner is the simplest
 (lowest complexity) whose held-out rel-RMS is within the tolerance, unless a more complex one that
 fits leaves clearly less (see :func:`choose`); the runner-up is the next one that fits, else the
 closest of the rest.
@@ -83,7 +84,17 @@ def choose(tried: list[ExplanationFit], tolerance: float) -> ExplanationFit:
 
 
 def explain_slice(rows: ExplainRows, j: int, stream: str, explanations=EXPLANATIONS) -> SliceExplanation:
-    tried = [f for f in (e.fit(rows, j) for e in sorted(explanations, key=lambda e: e.complexity)) if f is not None]
+    tried: list[ExplanationFit] = []
+    for e in sorted(explanations, key=lambda e: e.complexity):
+        if e.name in TRANSFORMS and any(f.name == "identity" and f.fits for f in tried):
+            # Where identity fits, no continuous transform can win (choose() keeps one only if it improves
+            # on identity by more than the tolerance, more than identity leaves) nor be the runner-up
+            # (drift, which predicts what identity does, fits then too): fitting them only cost time,
+            # a third of the explanations' on every clean comparison (benchmarks/README.md).
+            continue
+        f = e.fit(rows, j)
+        if f is not None:
+            tried.append(f)
     winner = choose(tried, rows.tolerance)
     fitting = [winner] + [f for f in tried if f.fits and f is not winner]
     rest = [f for f in tried if f is not winner and f.name != "nothing_fits"]

@@ -63,6 +63,14 @@ class ExplainRows:
         out[inside] = table[sample[inside], position[inside]]
         return out
 
+    def as_is(self, key: Key, j: int) -> tuple[float, float, float]:
+        """:func:`scores` of train slice ``key`` taken unchanged as serve slice ``j``: identity, drift
+        and index_offset's drift check all predict that, so it is measured once (the same numbers)."""
+        cache = self.__dict__.setdefault("_as_is", {})
+        if (key, j) not in cache:
+            cache[key, j] = scores(self.train[key], self.serve[:, j], self.fit)
+        return cache[key, j]
+
     def label(self, key: Key) -> str:
         return self.labels.get(key) or f"HF[{key[0]}]" + (" pre-norm" if key[1] == "pre" and key[0] == self.num_layers else "")
 
@@ -105,23 +113,34 @@ def mean_cosine(predicted: np.ndarray, actual: np.ndarray) -> float:
     return float(np.mean(num[ok] / den[ok])) if ok.any() else float("nan")
 
 
-def scored(name: str, complexity: int, rows: ExplainRows, predicted: np.ndarray, actual: np.ndarray,
-           params: dict, summary: str, *, fit_mask: np.ndarray | None = None, tolerance: float | None = None) -> ExplanationFit:
-    """An ExplanationFit from predictions on every row: fitted on ``rows.fit``, scored on the rest."""
-    fit_mask = rows.fit if fit_mask is None else fit_mask
+def scores(predicted: np.ndarray, actual: np.ndarray, fit_mask: np.ndarray) -> tuple[float, float, float]:
+    """(held-out rel-RMS, held-out mean cosine, fit rel-RMS) of predictions on every row (NaN where
+    there are no such rows)."""
     held = ~fit_mask
-    limit = rows.tolerance if tolerance is None else tolerance
     held_rms = held_cosine = float("nan")
     if held.any():
         held_predicted, held_actual = predicted[held], actual[held]  # once for both scores
         held_rms, held_cosine = rel_rms(held_predicted, held_actual), mean_cosine(held_predicted, held_actual)
+    fit_rms = rel_rms(predicted[fit_mask], actual[fit_mask]) if fit_mask.any() else float("nan")
+    return held_rms, held_cosine, fit_rms
+
+
+def scored(name: str, complexity: int, rows: ExplainRows, predicted: np.ndarray, actual: np.ndarray,
+           params: dict, summary: str, *, fit_mask: np.ndarray | None = None, tolerance: float | None = None,
+           measured: tuple[float, float, float] | None = None) -> ExplanationFit:
+    """An ExplanationFit from predictions on every row: fitted on ``rows.fit``, scored on the rest
+    (``measured``: their :func:`scores`, where already known)."""
+    fit_mask = rows.fit if fit_mask is None else fit_mask
+    held = ~fit_mask
+    limit = rows.tolerance if tolerance is None else tolerance
+    held_rms, held_cosine, fit_rms = scores(predicted, actual, fit_mask) if measured is None else measured
     return ExplanationFit(
         name=name,
         complexity=complexity,
         fits=bool(np.isfinite(held_rms) and held_rms <= limit),
         held_out_rel_rms=held_rms,
         held_out_cosine=held_cosine,
-        fit_rel_rms=rel_rms(predicted[fit_mask], actual[fit_mask]) if fit_mask.any() else float("nan"),
+        fit_rel_rms=fit_rms,
         held_out_rows=int(held.sum()),
         params=params,
         summary=summary,

@@ -30,7 +30,8 @@ class Drift:
         params = {"hf_index": key[0], **signature(rows, j)}
         named = ", ".join(params["signature"]) or "no signature"
         return scored(self.name, self.complexity, rows, a, b, params,
-                      f"serve = train {rows.label(key)} with numeric drift ({named})", tolerance=rows.drift_tolerance)
+                      f"serve = train {rows.label(key)} with numeric drift ({named})", tolerance=rows.drift_tolerance,
+                      measured=rows.as_is(key, j))  # identity's prediction: its scores
 
 
 def signature(rows: ExplainRows, j: int) -> dict:

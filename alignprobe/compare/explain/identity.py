@@ -16,4 +16,5 @@ class Identity:
             return None
         label = rows.label(key)
         return scored(self.name, self.complexity, rows, rows.train[key], rows.serve[:, j],
-                      {"hf_index": key[0], "label": label}, f"serve = train {label}, as expected")
+                      {"hf_index": key[0], "label": label}, f"serve = train {label}, as expected",
+                      measured=rows.as_is(key, j))

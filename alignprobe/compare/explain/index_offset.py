@@ -46,7 +46,7 @@ class IndexOffset:
             )
             if measured.fits:
                 return measured
-            with_drift = self._with_drift(rows, measured, expected, b)
+            with_drift = self._with_drift(rows, measured, expected, j)
             if with_drift is not None:
                 return with_drift
         else:
@@ -55,10 +55,10 @@ class IndexOffset:
         return inferred or measured
 
     @staticmethod
-    def _with_drift(rows: ExplainRows, measured: ExplanationFit, expected, b) -> ExplanationFit | None:
+    def _with_drift(rows: ExplainRows, measured: ExplanationFit, expected, j: int) -> ExplanationFit | None:
         if expected not in rows.train or not measured.held_out_rel_rms <= rows.drift_tolerance:
             return None
-        own = rel_rms(rows.train[expected][rows.held_out], b[rows.held_out])
+        own = rows.as_is(expected, j)[0]  # the expected index's held-out rel-RMS (identity's)
         if not measured.held_out_rel_rms <= DRIFT_CLEARLY_BETTER * own:
             return None
         measured.fits = True
