@@ -1,9 +1,13 @@
-"""The explanations' rows handed over by the streaming pass are the rows a direct read gives, bit for
-bit, in every stored encoding; a pass that stops early never leaves the explanations waiting, and a
-finished pass that missed a row has it read."""
+"""From HDF5 dumps the explanations read their rows as the pass starts and never wait for it. Where a
+side reads whole files per read (a foreign folder in place: ``cheap_random_reads`` False, set here on
+the dumps), the rows the streaming pass hands over are the rows a direct read gives, bit for bit, in
+every stored encoding; a pass that stops early never leaves the explanations waiting, and a finished
+pass that missed a row has it read."""
 
 import numpy as np
 import pytest
+
+from alignprobe.dump.reader import Dump
 
 from alignprobe.compare import streaming
 from alignprobe.compare.explaining import ExplainSamples
@@ -42,6 +46,12 @@ def _samples(tr, sv, fed: bool):
     return ExplainSamples(tr, sv, plans, segments, layers, read), plans, segments, hidden
 
 
+@pytest.fixture
+def whole_file_reads(monkeypatch):
+    """The dumps read as a foreign folder does: the pass hands the rows over."""
+    monkeypatch.setattr(Dump, "cheap_random_reads", False)
+
+
 def _fed_by_the_pass(tr, sv):
     samples, plans, segments, hidden = _samples(tr, sv, fed=True)
     measured = [p for p in plans if p.width_ok]
@@ -52,7 +62,7 @@ def _fed_by_the_pass(tr, sv):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_rows_from_the_pass_equal_rows_read(tmp_path, dtype):
+def test_rows_from_the_pass_equal_rows_read(tmp_path, dtype, whole_file_reads):
     train, serve = _pair(tmp_path, dtype)
     policy = resolve_policy(None)
     with open_dump(train) as tr, open_dump(serve) as sv:
@@ -71,7 +81,7 @@ def test_rows_from_the_pass_equal_rows_read(tmp_path, dtype):
     assert all(e.winner.name == "identity" for es in by_fit.values() for e in es)
 
 
-def test_a_pass_that_stops_early_never_leaves_them_waiting(tmp_path):
+def test_a_pass_that_stops_early_never_leaves_them_waiting(tmp_path, whole_file_reads):
     train, serve = _pair(tmp_path, "float32")
     with open_dump(train) as tr, open_dump(serve) as sv:
         samples, *_ = _samples(tr, sv, fed=True)
@@ -79,7 +89,7 @@ def test_a_pass_that_stops_early_never_leaves_them_waiting(tmp_path):
         assert samples.explain(resolve_policy(None)) == {}
 
 
-def test_rows_a_finished_pass_did_not_hand_over_are_read(tmp_path):
+def test_rows_a_finished_pass_did_not_hand_over_are_read(tmp_path, whole_file_reads):
     train, serve = _pair(tmp_path, "bfloat16")
     policy = resolve_policy(None)
     with open_dump(train) as tr, open_dump(serve) as sv:
@@ -99,33 +109,17 @@ def test_no_paired_rows_explain_nothing(tmp_path):
         assert samples.explain(resolve_policy(None)) == {}
 
 
-def test_the_fits_wait_only_for_the_first_run_the_pass_hands_over(tmp_path):
-    # the later runs are read beside the pass as it starts (their chunks then come from the page cache
-    # when it gets there): the fits need not wait for the pass to reach the middle of the dump
+
+def test_from_dumps_the_fits_wait_for_no_row_of_the_pass(tmp_path):
+    # handed over by the pass, the middle run's rows came past half of it, and the fits' tail outlasted
+    # a short pass: from dumps every row is read as the pass starts (its chunks are then in the page
+    # cache when the pass reads them)
     train, serve = _pair(tmp_path, "bfloat16")
     policy = resolve_policy(None)
     with open_dump(train) as tr, open_dump(serve) as sv:
         samples, plans, segments, hidden = _samples(tr, sv, fed=True)
-        assert 0 < samples.handed < len(samples.chosen)
-        first = [seg for seg, _ in samples.chosen[: samples.handed]]
-        assert first == segments[: len(first)]  # the pass's first segments
-        measured = [p for p in plans if p.width_ok]
-        # a pass over the first run alone, never told it ended: the explanations do not wait for more
-        streaming.measure(tr, sv, measured, first, hidden, 4 * 4 * H * 7, kernels_for("cpu"), explain_feed=samples.take)
-        assert samples._received.all() and samples._fed.is_set()
+        assert not samples.fed_serve and not samples.fed_keys and samples._fed.is_set()
+        assert samples.own_serve and samples.own_keys
+        explained = samples.explain(policy)  # no pass ran, none is waited for
         read, *_ = _samples(tr, sv, fed=False)
-        assert samples.explain(policy) == read.explain(policy)
-        for name in samples.served:
-            assert np.array_equal(samples.served[name], read.served[name])
-
-
-def test_a_source_whose_reads_decode_whole_files_has_every_row_handed_over(tmp_path, monkeypatch):
-    # a foreign folder read in place decodes (or warms) a whole file per read, into caches sized for a
-    # pass in order: reading the middle run early would decode its files twice
-    from alignprobe.dump.reader import Dump
-
-    train, serve = _pair(tmp_path, "float32")
-    monkeypatch.setattr(Dump, "cheap_random_reads", False)
-    with open_dump(train) as tr, open_dump(serve) as sv:
-        samples, *_ = _samples(tr, sv, fed=True)
-        assert samples.handed == len(samples.chosen) and len(samples._received) == samples.starts[-1]
+        assert explained == read.explain(policy) and explained["eagle3_aux"]

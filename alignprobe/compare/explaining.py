@@ -6,16 +6,16 @@ samples, each from its first position, rather than the mapping search's windows.
 slices a serve slice may be a transform of are kept: the expected one, its neighbours (for a
 residual split) and both finals; a few MB in all.
 
-Where the streaming pass reads a stream anyway, it hands over the first run's rows from its own
-blocks (:meth:`ExplainSamples.take`, as feeding.py does for the mapping search): it reaches them
-within its first few samples. The later runs' rows are read beside the pass as it starts (from an
-HDF5 dump: a foreign folder read in place decodes whole files, so the pass hands over all), with
-every row of the streams it does not read: waiting for the pass to reach the middle of the dump
-started the fits past half of a short pass, and their tail outlasted it (1-2 GB per dump on the
-H200 host, benchmarks/README.md). Read early, those chunks are in the page cache when the pass gets
-to them, so the disk reads them once. Every row lands in one preallocated float32 buffer per serve
-stream and per train slice, shared by every stream's explanations, so no copy of them is made
-(benchmarks/results/compare_explain_cost.txt measures what this saved).
+From HDF5 dumps every row is read beside the streaming pass as it starts, and fitted at once: handed
+over by the pass (which reaches the middle run past half of the dump), the fits started so late
+that their tail outlasted a short pass (1-2 GB per dump on the H200 host, benchmarks/README.md).
+Read early, those few chunks are in the page cache when the pass gets to them, so the disk reads
+them once. A foreign folder read in place decodes (or reads into the page cache) a whole file for a
+read of a few rows, into caches sized for a pass in order: there the pass hands the rows of the
+streams it reads over from its own blocks (:meth:`ExplainSamples.take`, as feeding.py does for the
+mapping search), and only the rest is read beside it. Every row lands in one preallocated float32
+buffer per serve stream and per train slice, shared by every stream's explanations, so no copy of
+them is made (benchmarks/results/compare_explain_cost.txt measures what this saved).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from alignprobe.dump.encoding import widen_into
 EXPLAIN_BYTES = 24 << 20  # float32 rows held for every stream's explanations (H = 7168, 8 slices: ~110 rows)
 MAX_ROWS = 1024
 MIN_ROWS = 64
-RUNS = 2  # runs of consecutive samples (the start and the middle of the pairing order: the pass hands over the first)
+RUNS = 2  # runs of consecutive samples (the start and the middle of the pairing order)
 SAMPLES_PER_RUN = 5
 SMALL_TRAIN = 16  # train slices in all, at most, for every one of them to be a candidate
 FIT_RUN = 8  # positions per run of fit / held-out rows inside a sample
@@ -49,7 +49,8 @@ class ExplainSamples:
 
     def __init__(self, train: Dump, serve: Dump, plans: list[StreamPlan], segments: list[Segment], num_layers: int,
                  pass_streams: tuple[set[str], set[str]]):
-        """``pass_streams``: (serve, train) streams the streaming pass reads (plan.pass_streams)."""
+        """``pass_streams``: (serve, train) streams the streaming pass reads (plan.pass_streams): it hands
+        their rows over where a side reads whole files per read (``cheap_random_reads`` False)."""
         self.train, self.serve, self.num_layers = train, serve, num_layers
         self.hidden = train.streams[next(iter(train.streams))].hidden_size
         # explained: drafter_input / final streams whose width matches training (layers stacks are
@@ -60,24 +61,22 @@ class ExplainSamples:
         self.where = {k: v for keys in self.keys.values() for k, v in keys.items()}  # key -> (train stream, slice)
         slices = sum(p.num_slices for p in self.plans) + len(self.where)
         budget = max(MIN_ROWS, min(MAX_ROWS, EXPLAIN_BYTES // (4 * self.hidden * max(1, slices))))
-        self.chosen, early = _chosen_segments(segments, budget) if self.plans else ([], 0)
+        self.chosen = _chosen_segments(segments, budget) if self.plans else []
         self.starts = np.cumsum([0] + [length for _, length in self.chosen])
         rows, H = int(self.starts[-1]), self.hidden
         self.served = {p.serve_stream: np.empty((rows, p.num_slices * H), np.float32) for p in self.plans}
         self.trained = {key: np.empty((rows, H), np.float32) for key in self.where}
         fed_serve, fed_train = pass_streams
+        if train.cheap_random_reads and serve.cheap_random_reads:
+            fed_serve, fed_train = set(), set()  # every row read at once, beside the pass (above)
         self.fed_serve = [s for s in self.served if s in fed_serve]
         self.fed_keys = [k for k, (stream, _) in self.where.items() if stream in fed_train]
         self.own_serve = [s for s in self.served if s not in fed_serve]
         self.own_keys = [k for k in self.where if k not in self.fed_keys]
-        # the pass hands over the first run's rows; the later runs' are read as it starts, unless a side
-        # it feeds from reads whole files per read (a foreign folder: then the pass hands over every row)
-        cheap = (self.serve.cheap_random_reads or not self.fed_serve) and (self.train.cheap_random_reads or not self.fed_keys)
-        self.handed = early if cheap else len(self.chosen)
-        self._received = np.zeros(int(self.starts[self.handed]), bool)
+        self._received = np.zeros(rows, bool)
         self._fed = threading.Event()
         self._pass_finished = True
-        if not (self.fed_serve or self.fed_keys) or not len(self._received):
+        if not (self.fed_serve or self.fed_keys) or not rows:
             self._fed.set()
 
     # -- the streaming pass's side (its own thread) -----------------------------------------------
@@ -88,7 +87,7 @@ class ExplainSamples:
         if self._fed.is_set():
             return
         H = self.hidden
-        for (seg, length), start in zip(self.chosen[: self.handed], self.starts):
+        for (seg, length), start in zip(self.chosen, self.starts):
             first, last = max(t0, seg.train_row), min(t0 + n, seg.train_row + length)
             if first >= last or seg.serve_row - seg.train_row != v0 - t0:
                 continue
@@ -117,28 +116,23 @@ class ExplainSamples:
         if not self.chosen:  # no paired rows: nothing to explain
             return {}
         self._read(self.own_serve, self.own_keys)
-        self._read(self.fed_serve, self.fed_keys, runs=range(self.handed, len(self.chosen)))
         self._fed.wait()
         if not self._pass_finished:
             return {}
         if not self._received.all():  # a finished pass hands every row over; should one be missed, read it
-            self._read(self.fed_serve, self.fed_keys, runs=range(self.handed), only_missing=True)
+            self._read(self.fed_serve, self.fed_keys, only_missing=True)
         for array in (*self.served.values(), *self.trained.values()):
             array.flags.writeable = False  # shared by every stream's explanations
         return {p.serve_stream: self._explain_plan(p, policy) for p in self.plans}
 
-    def _read(self, serve_streams: list[str], keys: list, runs: range | None = None, only_missing: bool = False) -> None:
-        """Read the rows of these streams and train slices (of the chosen segments ``runs``, default all):
-        one read a stream and sample (the columns its wanted slices span; a chunked dataset read column
-        by column would read each chunk once per slice)."""
+    def _read(self, serve_streams: list[str], keys: list, only_missing: bool = False) -> None:
+        """Read the rows of these streams and train slices: one read a stream and sample (the columns its
+        wanted slices span; a chunked dataset read column by column would read each chunk once per slice)."""
         H = self.hidden
         by_stream: dict[str, list] = {}
         for key in keys:
             by_stream.setdefault(self.where[key][0], []).append(key)
-        if not (serve_streams or by_stream):
-            return
-        for i in range(len(self.chosen)) if runs is None else runs:
-            (seg, length), start = self.chosen[i], int(self.starts[i])
+        for (seg, length), start in zip(self.chosen, self.starts):
             dst = slice(start, start + length)
             if only_missing and self._received[dst].all():
                 continue
@@ -196,19 +190,16 @@ def _provenance(dump: Dump) -> dict:
     return {"engine": p.engine, "dtype": p.dtype, "quantization": p.quantization}
 
 
-def _chosen_segments(segments: list[Segment], budget: int) -> tuple[list[tuple[Segment, int]], int]:
-    """Runs of consecutive segments, each cut to an even share of the row budget, and how many of them
-    belong to the first run (the pass's first segments)."""
+def _chosen_segments(segments: list[Segment], budget: int) -> list[tuple[Segment, int]]:
+    """Runs of consecutive segments, each cut to an even share of the row budget."""
     starts = sorted({0, max(0, len(segments) // 2 - 1)})[:RUNS]
     picked: list[Segment] = []
-    early = 0
     for start in starts:
         for seg in segments[start : start + SAMPLES_PER_RUN]:
             if seg not in picked:
                 picked.append(seg)
-        early = early or len(picked)
     share = max(2 * FIT_RUN, budget // max(1, len(picked)))
-    return [(seg, min(seg.length, share)) for seg in picked], early
+    return [(seg, min(seg.length, share)) for seg in picked]
 
 
 def _candidate_keys(train: Dump, plan: StreamPlan, num_layers: int) -> dict:
