@@ -96,10 +96,9 @@ def compare(
         population = tokens.alignable_samples if sampled_run else None
         measured = [p for p in plans if p.width_ok]
         searches = feeding.mapping_sums(tr, sv, plans, segments, sampled, hidden_size, kernels)
-        # The explanations' first run of rows comes from the pass's own blocks where it reads their
-        # streams (the rest is read beside it as it starts); they are fitted in a thread beside the
-        # pass once it has handed that run over, so they cost the comparison little wall time
-        # (benchmarks/results/compare_explain_cost.txt, benchmarks/README.md).
+        # The explanations read their rows from dumps beside the pass as it starts (from a foreign
+        # folder the pass hands over the rows of its streams) and are fitted in a thread beside it, so
+        # they cost the comparison little wall time (explaining.py, benchmarks/README.md).
         samples = ExplainSamples(tr, sv, plans, segments, num_layers, pass_streams(plans))
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-explain") as pool:
             explaining = pool.submit(samples.explain, policy)

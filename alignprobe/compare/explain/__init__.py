@@ -90,7 +90,7 @@ def explain_slice(rows: ExplainRows, j: int, stream: str, explanations=EXPLANATI
             # Where identity fits, no continuous transform can win (choose() keeps one only if it improves
             # on identity by more than the tolerance, more than identity leaves) nor be the runner-up
             # (drift, which predicts what identity does, fits then too): fitting them only cost time,
-            # a third of the explanations' on every clean comparison (benchmarks/README.md).
+            # about 40% of the explanations' on every clean comparison (benchmarks/README.md).
             continue
         f = e.fit(rows, j)
         if f is not None:
