@@ -61,10 +61,16 @@ def test_clean_pairs_on_the_wide_model_are_neither_rotation_nor_channel_scale(ar
     assert not any(f.fits for f in rotation)
     if name == "float16":
         assert r.finding("dtype_mismatch").severity == "info"
+    assert r.verdict == "PASS" and r.codes("warn") == [], r.codes()
     if (arch, name) != ("deepseek_v3", "float16"):
-        assert r.verdict == "PASS" and r.codes("warn") == [] and winners(r) == ["identity"] * 3, r.codes()
-    # float16 on the wide DeepseekV3 (MoE) drifts past drift_warn on HF[3] (rel-RMS 0.055, cosine p1
-    # 0.94 measured): numeric_drift judges that, as drift; what matters here is that it is no transform
+        assert winners(r) == ["identity"] * 3, winners(r)
+    else:
+        # float16 on the wide DeepseekV3 (MoE): 1.6% of the sampled tokens of HF[3] routed to other
+        # experts (rel-RMS 0.4 each), the rest within 0.008; over all tokens rel-RMS 0.055 and cosine p1
+        # 0.94, past drift_warn: the flips are named at info (explain/drift.py isolated_outliers)
+        flips = r.finding("numeric_drift").evidence["discrete_flips"]
+        assert r.finding("numeric_drift").severity == "info" and flips
+        assert all(t["fraction"] < 0.05 and t["bulk_rel_rms"] < 0.02 for t in flips), flips
 
 
 @pytest.mark.parametrize("arch", ARCHS)

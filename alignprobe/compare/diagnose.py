@@ -18,7 +18,7 @@ from alignprobe.compare.diagnoses.explained import CONTRADICTED, REPLACED, SAME_
 from alignprobe.compare.diagnoses.inputs import dtype_findings, same_dump_findings, swapped_findings
 from alignprobe.compare.diagnoses.layout import Layout, layout_findings, width_findings
 from alignprobe.compare.diagnoses.nonfinite_located import located
-from alignprobe.compare.diagnoses.numeric import numeric_findings
+from alignprobe.compare.diagnoses.numeric import flips_only, numeric_findings
 from alignprobe.compare.diagnoses.short_rows import short_row_findings
 from alignprobe.compare.nonfinite_where import NonfiniteWhere
 from alignprobe.compare.pairing import Segment
@@ -113,6 +113,7 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
                 f.evidence["signature"] = sorted({s for e in drifting for s in e.winner.params.get("signature", [])})
                 f.evidence["explained"] = [{"serve_slice": e.serve_slice, "expected": e.label, "params": e.winner.params,
                                             "held_out_rel_rms": e.winner.held_out_rel_rms} for e in drifting]
+        flips_only(numeric, [e for e in explanations if e.serve_stream == comparison.serve_stream], policy)
         if named is not None:
             kept = []
             for f in numeric:

@@ -29,17 +29,32 @@ def offset_fix(shift: int, expected_hf: list[int], serve_provenance: dict, train
     if engine in SGLANG:
         model = " ".join(str(serve_provenance.get(k) or "") for k in ("model", "extra")).lower()
         deepseek = any(a.replace("_", "") in model.replace("_", "").replace("-", "") for a in DEEPSEEK_ARCHS + ("kimi",))
+        minus = ", ".join(str(i - 1) for i in expected_hf)
         if deepseek:
             cause = "SGLang's deepseek_v2 (DeepSeek / Kimi) adds +1 to explicit ids only when the first id is 1 (PR #25454)"
-        else:
-            cause = "SGLang adds +1 to explicitly configured ids for llama-style models (set_eagle3_layers_to_capture)"
-        minus = ", ".join(str(i - 1) for i in expected_hf)
+            return (f"Configure SGLang's aux layer ids so it captures HF[{want}] ({cause}): "
+                    f"{_deepseek_ids(expected_hf)}; or retrain on the served indices.", cause)
+        cause = "SGLang adds +1 to explicitly configured ids for llama-style models (set_eagle3_layers_to_capture)"
         return (f"Configure SGLang's aux layer ids so it captures HF[{want}] ({cause}): for a llama-style "
                 f"model explicit ids [{minus}]; or retrain on the served indices.", cause)
     known = shift_explanations(shift)
     cause = known[0] if known else "no known convention pair gives this shift"
     return (f"Shift the engine's aux layer ids by {-shift:+d} so it captures HF[{want}] (or retrain on the served "
             f"indices). Likely cause: {cause}.", cause)
+
+
+def _deepseek_ids(expected_hf: list[int]) -> str:
+    """The ids that make SGLang's deepseek_v2 capture ``expected_hf``: since PR #25454 ids whose first
+    is 1 are read as HF[k+1], others as HF[k]; older servers add 1 to every id."""
+    minus = ", ".join(str(i - 1) for i in expected_hf)
+    same = ", ".join(str(i) for i in expected_hf)
+    if expected_hf and expected_hf[0] == 2:
+        return f"explicit ids [{minus}] (the first id is 1, so +1 applies on every SGLang version)"
+    if expected_hf and expected_hf[0] == 1:
+        return (f"explicit ids [{minus}] on servers older than PR #25454 (+1 to every id); since that PR no "
+                "id list reaches HF[1] first (a first id of 1 is read as HF[2])")
+    return (f"explicit ids [{same}] since PR #25454 (a first id other than 1 is read as HF[k]), "
+            f"[{minus}] on older servers (+1 to every id)")
 
 
 def eagle3_fix(serve_provenance: dict) -> str:

@@ -127,7 +127,7 @@ def _offset_finding(stream, role, offsets, explained, expected_hf, num_layers, p
                         expected=[e.label for e in explained])
         title = (f"layer offset {shift:+d}: the serve side captured {', '.join(labels)} where training used "
                  f"{', '.join(e.label for e in explained)}"
-                 + (" (inferred from both sides' claims and the slices that match exactly)" if "claims" in basis else ""))
+                 + _claims_note(offsets, basis))
         return finding("layer_offset", title, evidence, fix, policy, stream=stream, role=role)
     evidence.update(measured=labels, expected=[e.label for e in explained],
                     deltas=[e.winner.params.get("offset", 0) for e in explained])
@@ -136,6 +136,15 @@ def _offset_finding(stream, role, offsets, explained, expected_hf, num_layers, p
     fix = ("Set the engine's aux layer ids to the ones the drafter was trained on, in the drafter config "
            "(eagle_aux_hidden_state_layer_ids) and the engine's capture list.")
     return finding("wrong_taps", title, evidence, fix, policy, stream=stream, role=role)
+
+
+def _claims_note(offsets: list[SliceExplanation], basis: list[str]) -> str:
+    if "claims" not in basis:
+        return ""
+    if any(e.winner.params.get("unverified") for e in offsets):
+        return (" (from both sides' claims alone: the train dump holds none of the layers the serve side claims, "
+                "so no slice could be checked; capture the train side with every layer to measure it)")
+    return " (inferred from both sides' claims and the slices that match exactly)"
 
 
 def merged(new: Finding, old: Finding) -> Finding:

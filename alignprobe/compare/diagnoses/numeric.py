@@ -7,7 +7,7 @@ import math
 from alignprobe.compare.diagnoses import finding
 from alignprobe.compare.expected_drift import expected_drift
 from alignprobe.compare.policy import Policy
-from alignprobe.compare.result import Finding, SliceMetrics, StreamComparison
+from alignprobe.compare.result import Finding, SliceExplanation, SliceMetrics, StreamComparison
 
 EARLY_POSITIONS = (1, 16)  # the baseline of position drift: after the attention-sink token 0
 
@@ -209,3 +209,41 @@ def _health_findings(comparison: StreamComparison, policy: Policy) -> list[Findi
             )
         )
     return out
+
+
+def flips_only(numeric: list[Finding], explained: list[SliceExplanation], policy: Policy) -> None:
+    """Lower numeric_drift and position_drift of one stream to info where its error is discrete flips
+    (explain/drift.py isolated_outliers): in every slice the tokens off by more than
+    drift_fail_rel_rms are few and scattered, and all the other tokens agree within
+    drift_warn_rel_rms, at late positions too. That is what a dtype or kernel change does to a MoE
+    model (a token whose router's top-k scores cross goes to other experts): named, with the outlier
+    tokens counted, and not failing the gate, since the bulk agrees as a clean pair does. A real drift
+    (weight quantization) moves the bulk and stays a warning or an error."""
+    drifted = [f for f in numeric if f.code in ("numeric_drift", "position_drift") and f.code not in policy.severity]
+    if not drifted or not explained:
+        return
+    flips = []
+    for e in explained:
+        fit = next((f for f in e.tried if f.name == "drift"), None)
+        tokens = fit.params.get("outlier_tokens") if fit is not None else None
+        if tokens is None or e.winner.name not in ("identity", "drift"):
+            return
+        if tokens["bulk_rel_rms"] > policy.drift_warn_rel_rms or tokens["bulk_late_rel_rms"] > policy.drift_warn_rel_rms:
+            return
+        if tokens["rows"] and not tokens["flips"]:
+            return
+        if tokens["rows"]:
+            flips.append({"label": e.label, **tokens})
+    if not flips:
+        return
+    worst = max(flips, key=lambda t: t["fraction"])
+    lead = (f"discrete flips, not drift of the states: {worst['rows']} of {worst['of_rows']} sampled tokens "
+            f"({worst['fraction']:.1%}) of {worst['label']} are off by rel-RMS {worst['outlier_rel_rms']:.2g}, scattered, "
+            f"and every other token agrees within {worst['bulk_rel_rms']:.2g} (a MoE router sending a token to other "
+            "experts under another dtype or kernel); over all tokens: ")
+    for f in drifted:
+        f.severity = "info"
+        f.title = lead + f.title
+        f.evidence["discrete_flips"] = flips
+        f.fix = ("Expected when the two sides run in different dtypes or kernels on a MoE model: serve in the dtype "
+                 "the drafter was trained on to remove the flips; the rest of the states agree. " + f.fix)

@@ -75,10 +75,12 @@ class IndexOffset:
         if len(shifts) != 1:
             return None
         # an honest claim elsewhere: a serve slice claiming an index the train side holds, equal to it
+        checkable = 0
         for o, c in enumerate(rows.claimed):
             key = next((k for k in rows.train if k[0] == c), None)
             if o == j or key is None:
                 continue
+            checkable += 1
             error = rel_rms(rows.train[key][rows.held_out], rows.serve[rows.held_out, o])
             cosine = mean_cosine(rows.train[key][rows.held_out], rows.serve[rows.held_out, o])
             if error <= rows.tolerance:
@@ -94,4 +96,23 @@ class IndexOffset:
                             f"serve slice {o} claims {rows.label(key)} and equals it (rel-RMS {error:.2g}), "
                             "so the claims are honest",
                 )
-        return None
+        if checkable:
+            return None  # the claims could be checked and none held: they are not to be trusted
+        # Nothing can check them: no serve slice claims an index the train side holds (SpecForge ids
+        # [1, 5, 8] read by vLLM as HF[1, 5, 8] against a train set of HF[2, 6, 9] only). The claims are
+        # the serve side's own configuration, and the states are not the expected ones (identity,
+        # simpler, did not fit), so the claimed offset is the cause named, with no held-out fit: a
+        # rotation or a per-channel weight fitted to the expected slice can map a neighbouring layer
+        # onto it (a trained 12-layer Llama's HF[5] onto HF[6] at rel-RMS 0.008), and would be a
+        # confident wrong cause where the claims say which layer the engine captured.
+        shift = shifts.pop()
+        return ExplanationFit(
+            name=self.name, complexity=self.complexity, fits=True, held_out_rel_rms=float("nan"),
+            held_out_cosine=float("nan"), fit_rel_rms=float("nan"), held_out_rows=0,
+            params={"measured": f"HF[{claimed}]", "measured_hf_index": claimed, "expected": rows.label(expected),
+                    "offset": shift, "basis": "claims", "verified_by": None,
+                    "unverified": "no serve slice claims an index the train dump holds"},
+            summary=f"serve claims HF[{claimed}] (offset {shift:+d}), which the train dump does not hold, and its "
+                    f"states are not {rows.label(expected)}; no serve slice claims a layer the train dump holds, "
+                    "so the claims could not be checked",
+        )

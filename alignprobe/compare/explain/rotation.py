@@ -14,6 +14,10 @@ from alignprobe.compare.explain.span_rotation import SpanMap
 from alignprobe.compare.result import ExplanationFit
 
 MIN_SPAN_ROWS = 16  # fit rows and held-out rows, each, for the span test to mean anything
+# a rotation on the span is named where it leaves at most this fraction of what isotropic drift of
+# the measured size leaves (the half of explain/__init__.py CLEARLY_BETTER: at most a quarter of its
+# residual energy)
+NULL_CLEARLY_BETTER = 0.5
 
 
 class Rotation:
@@ -78,10 +82,17 @@ class Rotation:
         out = scored(self.name, self.complexity, rows, predicted, b, params,
                      f"serve = train {rows.label(key)} rotated (tested on the span of {int(fit.sum())} fit rows, "
                      f"rank {span.rank}: distance from identity {distance:.2f}, scale {span.scale:.3g})")
-        if identity <= rows.drift_tolerance or null <= rows.tolerance:
+        # (3) the serve rows must score clearly better than that null (at most NULL_CLEARLY_BETTER of
+        # it): drift is not isotropic (weight quantization moves the states along their own
+        # directions), and an untrained 6-layer Llama's HF[4] under INT4 (identity 0.2+, span rank
+        # 10 of 112 fit rows) scored 0.067 as a rotation "0.16 from identity", as much as isotropic
+        # drift of its size scores; a real rotation scores near its rounding (0.001-0.01) against a
+        # null of 0.3 or more
+        if identity <= rows.drift_tolerance or null <= rows.tolerance or not out.held_out_rel_rms <= NULL_CLEARLY_BETTER * null:
             out.fits = False
             out.summary += ("; not named: the rows are within drift of the train rows" if identity <= rows.drift_tolerance
-                            else "; not named: drift of that size would pass this test too")
+                            else "; not named: drift of that size would pass this test too" if null <= rows.tolerance
+                            else "; not named: drift of that size scores about as well")
         return out
 
 
