@@ -33,6 +33,7 @@ class ForeignRows:
         predicted = np.zeros_like(b)
         sources: dict[int, int] = {}
         flattened: list[str] = []  # samples whose rows continue into the next sample's (one flat buffer)
+        readings: dict[int, bool | None] = {}  # per sample: the flat reading, the stale one, or undecided
         lengths = {int(t): int(rows.position[rows.sample == t].max()) + 1 for t in samples}
         for s in samples:
             mine = np.flatnonzero(rows.sample == s)
@@ -46,9 +47,19 @@ class ForeignRows:
                     if best is None or error < best[0] * (1 - 1e-9):
                         best = (error, int(t), flat)
             sources[int(s)] = best[1]
-            if best[2] and best[1] != s:
-                flattened.append(rows.sample_ids[int(s)])
-            predicted[mine] = _guess(rows, a, best[1], mine, lengths, best[2])  # only the winner's guess on every row
+            # the fit rows decide the reading only if some of them lie past the source's end
+            decides = bool(np.any(rows.position[chosen_on] >= lengths[best[1]]))
+            readings[int(s)] = best[2] if decides else None
+        # One bookkeeping bug reads every request the same way: a sample whose fit rows end before its
+        # source does takes the reading most samples that could tell chose (else the stale one)
+        told = [flat for flat in readings.values() if flat is not None]
+        usual = bool(told) and 2 * sum(told) > len(told)
+        for s, t in sources.items():
+            flat = usual if readings[s] is None else readings[s]
+            if flat and t != s:
+                flattened.append(rows.sample_ids[s])
+            mine = np.flatnonzero(rows.sample == s)
+            predicted[mine] = _guess(rows, a, t, mine, lengths, flat)  # only the winner's guess on every row
         # rows no train row of the chosen source explains: padding rows agree with each other by position
         unexplained = np.sqrt(np.sum((predicted - b) ** 2, axis=1)) > rows.tolerance * np.linalg.norm(b, axis=1)
         unexplained &= _edge_runs(rows, unexplained)  # padding sits at an end of its sample (see _padding)

@@ -50,6 +50,12 @@ class SpanMap:
         """||map - I|| on the span, over sqrt(2k): 0 for the identity, about 1 for a random rotation."""
         return float(np.linalg.norm(self.images / max(self.scale, 1e-30) - self.directions) / np.sqrt(2 * max(1, self.rank)))
 
+    def isometry_defect(self) -> float:
+        """How far the map is from an isometry on the span: ||G - I|| over sqrt(2k), G the Gram matrix of
+        the images of the train directions (divided by the scale); 0 for any rotation."""
+        images = self.images / max(self.scale, 1e-30)
+        return float(np.linalg.norm(images @ images.T - np.eye(self.rank)) / np.sqrt(2 * max(1, self.rank)))
+
     def predict(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
         """The serve rows a rotation consistent with the fit rows comes closest to, for train rows ``a``
         (their span part predicted, the rest mapped as well as any rotation could: see the module
