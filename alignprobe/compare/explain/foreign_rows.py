@@ -73,11 +73,12 @@ class ForeignRows:
         if 2 * len(lost) > len(samples) or len(samples) - len(lost) < 2:
             lost = []  # most samples unexplained: no source pattern to name, scored as they are
         moved = {rows.sample_ids[s]: rows.sample_ids[t] for s, t in sources.items() if s != t and s not in lost}
-        if not moved:
-            # No sample holds another's rows: there is no pattern whose first request could lack its
-            # source, so no sample may be left out of the score. Leaving out the samples a clean pair
-            # fits worst (a DeepseekV3 in float16 against bfloat16: the samples where expert routing
-            # flipped for a token) scored 0.005 against identity's 0.026 and was named foreign_rows.
+        if not moved and padding is None:
+            # No sample holds another's rows and none has padding rows: there is no pattern whose
+            # first request could lack its source, so no sample may be left out of the score. Leaving
+            # out the samples a clean pair fits worst (a DeepseekV3 in float16 against bfloat16: the
+            # samples where expert routing flipped for a token) scored 0.005 against identity's 0.026
+            # and was named foreign_rows.
             lost = []
             moved = {rows.sample_ids[s]: rows.sample_ids[t] for s, t in sources.items() if s != t}
         if not moved and padding is None:
