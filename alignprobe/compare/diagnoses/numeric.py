@@ -228,7 +228,7 @@ def flips_only(numeric: list[Finding], explained: list[SliceExplanation], policy
         tokens = fit.params.get("outlier_tokens") if fit is not None else None
         if tokens is None or e.winner.name not in ("identity", "drift"):
             return
-        if tokens["bulk_rel_rms"] > policy.drift_warn_rel_rms or tokens["bulk_late_rel_rms"] > policy.drift_warn_rel_rms:
+        if not all(x is not None and x <= policy.drift_warn_rel_rms for x in (tokens["bulk_rel_rms"], tokens["bulk_late_rel_rms"])):
             return
         if tokens["rows"] and not tokens["flips"]:
             return
@@ -238,7 +238,7 @@ def flips_only(numeric: list[Finding], explained: list[SliceExplanation], policy
         return
     worst = max(flips, key=lambda t: t["fraction"])
     lead = (f"discrete flips, not drift of the states: {worst['rows']} of {worst['of_rows']} sampled tokens "
-            f"({worst['fraction']:.1%}) of {worst['label']} are off by rel-RMS {worst['outlier_rel_rms']:.2g}, scattered, "
+            f"({worst['fraction']:.1%}) of {worst['label']} are off by rel-RMS {worst['outlier_rel_rms'] or 0:.2g}, scattered, "
             f"and every other token agrees within {worst['bulk_rel_rms']:.2g} (a MoE router sending a token to other "
             "experts under another dtype or kernel); over all tokens: ")
     for f in drifted:

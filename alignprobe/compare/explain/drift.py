@@ -117,6 +117,11 @@ def isolated_outliers(rows: ExplainRows, j: int, a: np.ndarray, b: np.ndarray) -
     # (diagnoses/numeric.py flips_only)
     flips = bool(outlier.any() and np.isfinite(error).all() and fraction <= FLIP_MAX_FRACTION and clustered_fraction <= FLIP_MAX_CLUSTERED)
     return {"rows": int(outlier.sum()), "of_rows": int(len(a)), "fraction": fraction, "samples": samples,
-            "clustered_fraction": clustered_fraction, "outlier_rel_rms": rel_rms(a[outlier], b[outlier]) if outlier.any() else 0.0,
-            "bulk_rel_rms": bulk_rms, "bulk_late_rel_rms": bulk_late_rms, "row_threshold": rows.tolerance,
+            "clustered_fraction": clustered_fraction, "outlier_rel_rms": _finite(rel_rms(a[outlier], b[outlier]) if outlier.any() else 0.0),
+            "bulk_rel_rms": _finite(bulk_rms), "bulk_late_rel_rms": _finite(bulk_late_rms), "row_threshold": rows.tolerance,
             "flips": flips}
+
+
+def _finite(x: float) -> float | None:
+    """None where nothing could be measured (no rows, all-zero rows): params are JSON, read back exactly."""
+    return float(x) if np.isfinite(x) else None
