@@ -122,7 +122,19 @@ with LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=None, mem
 print(json.dumps({"s": s, "worker_rss_mb": max(rss), "client_rss_mb": peak(), "samples": r.samples}))
 """
 
-RAW_RW = PEAK + """
+# Every tensor of a loaded file written at ``offset`` as its raw bytes (the raw read+write rows).
+WRITE_VALUES = """
+def write_values(fd, loaded, offset):
+    import torch
+    for v in loaded.values():
+        data = memoryview(v.contiguous().view(-1).view(torch.uint8).numpy())
+        while len(data):
+            n = os.pwrite(fd, data, offset)
+            offset, data = offset + n, data[n:]
+    return offset
+"""
+
+RAW_RW = PEAK + WRITE_VALUES + """
 import json, sys, time, glob, os
 import numpy as np
 from alignprobe.importers.files import load_torch_dict
@@ -131,11 +143,7 @@ t = time.perf_counter()
 fd = os.open(sys.argv[2], os.O_RDWR | os.O_CREAT | os.O_TRUNC)
 offset = 0
 for p in files:
-    for v in load_torch_dict(p, mmap=False).values():
-        data = memoryview(v.contiguous().view(-1).view(__import__('torch').uint8).numpy())
-        while len(data):
-            n = os.pwrite(fd, data, offset)
-            offset, data = offset + n, data[n:]
+    offset = write_values(fd, load_torch_dict(p, mmap=False), offset)
 os.fsync(fd)
 os.close(fd)
 s = time.perf_counter() - t
@@ -161,7 +169,7 @@ print(json.dumps({"s": s, "bytes": offset, "rss_mb": peak()}))
 
 # The read and the write of raw read+write overlapped: a thread reads (torch.load, as raw) up to 256 MB
 # ahead while the main thread writes what it read; fsync at the end. What an import can hope for.
-RAW_RW_OVERLAP = PEAK + """
+RAW_RW_OVERLAP = PEAK + WRITE_VALUES + """
 import json, sys, time, glob, os, queue, threading
 from alignprobe.importers.files import load_torch_dict
 files = sorted(glob.glob(os.path.join(sys.argv[1], '*', 'data_*')))
@@ -175,11 +183,7 @@ threading.Thread(target=reader, daemon=True).start()
 fd = os.open(sys.argv[2], os.O_RDWR | os.O_CREAT | os.O_TRUNC)
 offset = 0
 while (d := ready.get()) is not None:
-    for v in d.values():
-        data = memoryview(v.contiguous().view(-1).view(__import__('torch').uint8).numpy())
-        while len(data):
-            n = os.pwrite(fd, data, offset)
-            offset, data = offset + n, data[n:]
+    offset = write_values(fd, d, offset)
 os.fsync(fd)
 os.close(fd)
 s = time.perf_counter() - t

@@ -23,6 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _measure import evict_from_page_cache, run_child, warm_page_cache  # noqa: E402
+from audit_throughput import RAW_DUMPS as RAW  # noqa: E402  (the raw read of the folder and the dumps)
 
 CHILD = """
 import json, resource, sys, time
@@ -73,24 +74,6 @@ print(json.dumps({"s": s, **parts, "torch_import_s": t_torch, "user_s": r1.ru_ut
                   "rss_mb": rss, "verdict": result.verdict}))
 """
 
-RAW = """
-import json, sys, time, glob, os
-import h5py
-t = time.perf_counter()
-n = 0
-if sys.argv[1] != "-":
-    from alignprobe.importers.files import load_torch_dict
-    for p in sorted(glob.glob(os.path.join(sys.argv[1], '*', 'data_*'))):
-        n += sum(v.numel() * v.element_size() for v in load_torch_dict(p, mmap=False).values())
-for path in sys.argv[2:]:
-    with h5py.File(path, 'r') as f:
-        for name in ['tokens'] + ['streams/' + k for k in f['streams']]:
-            ds = f[name]
-            step = max(1, (64 << 20) // max(1, ds[0:1].nbytes))
-            for a in range(0, ds.shape[0], step):
-                n += ds[a:a + step].nbytes
-print(json.dumps({"s": time.perf_counter() - t, "bytes": n}))
-"""
 
 
 def main() -> None:
