@@ -333,6 +333,17 @@ def _pad_id(model) -> int:
     return int(pad) if isinstance(pad, int) and pad >= 0 else 0
 
 
+def _routed_experts(config) -> int:
+    """Experts a token is routed among (DeepseekV3 n_routed_experts, Mixtral num_local_experts, Qwen-MoE
+    num_experts); 0 for a dense model."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for key in ("n_routed_experts", "num_local_experts", "num_experts"):
+        value = getattr(text, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return 0
+
+
 def _provenance(model, given, selected, aux, batch_size, padding_side, stored_dtype) -> Provenance:
     import transformers
 
@@ -349,6 +360,9 @@ def _provenance(model, given, selected, aux, batch_size, padding_side, stored_dt
         "padding_side": padding_side,
         "device": str(next(model.parameters()).device),
         "architecture": type(model).__name__,
+        # 0 for a dense model: compare names isolated token outliers as MoE routing flips only where
+        # the model routes (compare/diagnoses/numeric.py flips_only)
+        "routed_experts": _routed_experts(config),
     }
     if quant is not None:
         capture["simulated_quant"] = dataclasses.asdict(quant)

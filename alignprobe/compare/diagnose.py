@@ -113,7 +113,8 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
                 f.evidence["signature"] = sorted({s for e in drifting for s in e.winner.params.get("signature", [])})
                 f.evidence["explained"] = [{"serve_slice": e.serve_slice, "expected": e.label, "params": e.winner.params,
                                             "held_out_rel_rms": e.winner.held_out_rel_rms} for e in drifting]
-        flips_only(numeric, [e for e in explanations if e.serve_stream == comparison.serve_stream], policy)
+        flips_only(numeric, [e for e in explanations if e.serve_stream == comparison.serve_stream], policy,
+                   (train_prov, serve_prov))
         if named is not None:
             kept = []
             for f in numeric:

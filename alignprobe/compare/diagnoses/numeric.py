@@ -211,7 +211,8 @@ def _health_findings(comparison: StreamComparison, policy: Policy) -> list[Findi
     return out
 
 
-def flips_only(numeric: list[Finding], explained: list[SliceExplanation], policy: Policy) -> None:
+def flips_only(numeric: list[Finding], explained: list[SliceExplanation], policy: Policy,
+               provenances: tuple[dict, ...] = ()) -> None:
     """Lower numeric_drift and position_drift of one stream to info where its error is discrete flips
     (explain/drift.py isolated_outliers): in every slice the tokens off by more than
     drift_fail_rel_rms are few and scattered, and all the other tokens agree within
@@ -222,6 +223,8 @@ def flips_only(numeric: list[Finding], explained: list[SliceExplanation], policy
     drifted = [f for f in numeric if f.code in ("numeric_drift", "position_drift") and f.code not in policy.severity]
     if not drifted or not explained:
         return
+    if any((p.get("capture") or {}).get("routed_experts") == 0 for p in provenances):
+        return  # a capture that knew its model says it routes no token: isolated outliers are not flips there
     flips = []
     for e in explained:
         fit = next((f for f in e.tried if f.name == "drift"), None)
