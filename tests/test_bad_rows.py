@@ -221,3 +221,27 @@ def test_marks_survive_shards_merge_and_resume_and_unmarked_dumps_stay_version_1
     with pytest.raises(ValueError, match="for 9 tokens"):
         with DumpWriter(tmp_path / "x.h5", Provenance(), streams) as w:
             w.add("a", list(range(5)), {"aux": states(5)}, SampleMark(9, (0, 9), 0))
+
+
+def test_no_rows_returned_at_all_is_named_for_the_short_rows_not_the_token_ids(train_dump, tmp_path):
+    """Every paired sample marked short with nothing returned: no row lines up, and the tokens agree,
+    so no_aligned_tokens gives short_rows' fix (the engine's prefix cache), not "capture the same ids"."""
+    import shutil
+
+    import h5py
+    import numpy as np
+
+    from alignprobe.compare import compare
+
+    empty = tmp_path / "empty.h5"
+    shutil.copyfile(train_dump, empty)
+    with open_dump(str(empty)) as d:
+        n = d.num_samples
+    with h5py.File(empty, "r+") as f:
+        f.attrs["format_version"] = 2
+        f["samples/returned_rows"] = np.zeros((n, 2), np.int64)
+        f["samples/nonfinite_rows"] = np.zeros(n, np.int64)
+    result = compare(train_dump, str(empty))
+    none = result.finding("no_aligned_tokens")
+    assert none is not None and result.finding("short_rows") is not None
+    assert "see short_rows" in none.fix and "prefix" in none.fix and "same token ids" not in none.fix

@@ -38,6 +38,18 @@ class Diagnosis:
     multiplier: float | None
 
 
+def _no_rows_means_short(findings: list[Finding]) -> None:
+    """Where no token row lined up while the tokens agreed (no mismatch or shift was named) and samples
+    came back short, the rows were never returned: say so, with short_rows' fix, not "capture the
+    same token ids" (the ids were the same)."""
+    none = next((f for f in findings if f.code == "no_aligned_tokens"), None)
+    short = next((f for f in findings if f.code == "short_rows"), None)
+    if none is None or short is None or any(f.code in ("token_mismatch", "token_shift") for f in findings):
+        return
+    none.title += f"; {short.evidence['short_samples']} {short.evidence['side']} sample(s) came back with fewer rows than tokens (short_rows)"
+    none.fix = "The engine did not return the rows (see short_rows): " + short.fix
+
+
 def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str, MappingSearch],
              comparisons: list[StreamComparison], segments: list[Segment], findings: list[Finding],
              policy: Policy, hidden_size: int, num_layers: int, sampled_run: bool, compared_samples: int,
@@ -49,6 +61,7 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
     findings += swapped_findings(train, serve, policy)
     findings += dtype_findings(train, serve, policy)
     findings += short_row_findings(train, serve, policy)
+    _no_rows_means_short(findings)
     train_prov, serve_prov = dataclasses.asdict(train.provenance), dataclasses.asdict(serve.provenance)
     reads_aux = any(p.role == ROLE_DRAFTER_INPUT and len(p.expected) > 1 for p in plans)
     mappings, layouts, explanations = [], {}, []
