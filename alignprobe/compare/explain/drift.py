@@ -28,15 +28,16 @@ EARLY = (1, 16)  # positions of the baseline, after the attention-sink token 0
 # the rest (the bulk) carry the rounding. Outliers are shaped as flips when they are:
 FLIP_MAX_FRACTION = 0.10  # a few tokens: 3x the most measured (3.2%); more is no longer a few flips
 FLIP_MAX_CLUSTERED = 0.5  # scattered: at most half of them next to another outlier of their sample.
-# Not piled up where a capture goes wrong: a router flips tokens wherever they fall, while a capture
-# that mishandles a row does it at the same place in every sample (the first row, the last, a chunk
-# boundary). Planted on the dense tiny Llama: every sample's first row, last row or every 16th row
-# perturbed at rel-RMS 0.3 came out as "flips" (PASS) before this; routing flips measured above put
-# at most 2 outliers at one position of 12 prompts.
-FLIP_MAX_PILED = 0.5  # at most half of the outliers at one position, or at their samples' first/last rows
 # Independent flips at rate p have an outlier neighbour with probability ~2p (0.2 at the 10% cap);
 # rows out of place come in runs (another request's rows, padding tails, a shifted buffer) and have
 # one nearly always, so this tells flips from rows out of place for any p up to the cap.
+# Not piled up where a capture goes wrong: a router flips tokens wherever they fall, while a capture
+# that mishandles a row does it at the same place in every sample (its first row, its last). Planted
+# on the tiny DeepseekV3: every sample's last row perturbed at rel-RMS 0.3 came out as "flips" (PASS)
+# before this (tests/test_explain_flips.py); routing flips measured above put at most 2 outliers at
+# one position of 12 prompts. (On a model capture hf knows is dense no outlier is a flip at all:
+# diagnoses/numeric.py flips_only.)
+FLIP_MAX_PILED = 0.5  # at most half of the outliers at one position, or at their samples' first/last rows
 
 
 class Drift:
