@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, RowFit, scored
 from alignprobe.compare.result import ExplanationFit
 
 EARLY = (1, 16)  # positions of the baseline, after the attention-sink token 0
@@ -59,20 +59,20 @@ class Drift:
 def signature(rows: ExplainRows, j: int) -> dict:
     """Where the error of slice j sits: by position, by depth across the stream, and the dtypes."""
     key = rows.expected[j]
-    a, b = rows.train[key], rows.serve[:, j]
+    as_is = rows.as_is_rows(key, j)  # every score below is of this prediction, on some of its rows
     out: dict = {"signature": []}
     early = (rows.position >= EARLY[0]) & (rows.position < EARLY[1])
     late = rows.position >= np.quantile(rows.position, 0.75) if len(rows.position) else early
     late &= rows.position >= EARLY[1]
     if early.sum() >= 8 and late.sum() >= 8:
-        early_rms, late_rms = rel_rms(a[early], b[early]), rel_rms(a[late], b[late])
+        early_rms, late_rms = as_is.rel_rms(early), as_is.rel_rms(late)
         growth = late_rms / early_rms if early_rms > 0 else float("inf")
         out.update(early_rel_rms=early_rms, late_rel_rms=late_rms, position_growth=min(growth, 1e9))
         if growth > rows.position_growth and late_rms > rows.tolerance / 2:
             out["signature"].append("position-dependent")
     depth = rows.__dict__.get("_depth")  # the same for every slice of the stream: measured once
     if depth is None:
-        depth = sorted((e[0], rel_rms(rows.train[e], rows.serve[:, o])) for o, e in enumerate(rows.expected)
+        depth = sorted((e[0], rows.as_is_rows(e, o).rel_rms()) for o, e in enumerate(rows.expected)
                        if e is not None and e in rows.train and e[0] > 0)
         rows.__dict__["_depth"] = depth
     if len(depth) >= 2:
@@ -80,7 +80,7 @@ def signature(rows: ExplainRows, j: int) -> dict:
         errors = [r for _, r in depth]
         if all(x <= y * 1.05 for x, y in zip(errors, errors[1:])) and errors[-1] > 1.3 * errors[0]:
             out["signature"].append("grows with depth")
-    flips = isolated_outliers(rows, j, a, b)
+    flips = isolated_outliers(rows, as_is)
     if flips is not None:
         out["outlier_tokens"] = flips
         if flips["flips"]:
@@ -96,37 +96,38 @@ def signature(rows: ExplainRows, j: int) -> dict:
     return out
 
 
-def isolated_outliers(rows: ExplainRows, j: int, a: np.ndarray, b: np.ndarray) -> dict | None:
-    """The rows of slice j off by more than the tolerance (drift_fail_rel_rms) each, the rel-RMS of the
-    rest (the bulk, over all rows and over the late positions), and whether the outliers are shaped
-    as discrete flips (few and scattered); None when no row can be measured."""
-    den = np.linalg.norm(a, axis=1)
+def isolated_outliers(rows: ExplainRows, as_is: RowFit) -> dict | None:
+    """The rows off by more than the tolerance (drift_fail_rel_rms) each, the rel-RMS of the rest (the
+    bulk, over all rows and over the late positions), and whether the outliers are shaped as discrete
+    flips (few and scattered); None when no row can be measured. ``as_is``: the train slice taken
+    unchanged as the serve slice, per row."""
+    den = np.sqrt(as_is.predicted)  # each train row's norm
     ok = den > 0
     if not ok.any():
         return None
-    error = np.full(len(a), np.inf)
-    error[ok] = np.linalg.norm(b[ok] - a[ok], axis=1) / den[ok]
+    error = np.full(len(den), np.inf)
+    error[ok] = np.sqrt(as_is.error[ok]) / den[ok]
     error[~np.isfinite(error)] = np.inf  # NaN / Inf or all-zero rows: outliers, and never a flip
     outlier = error > rows.tolerance
     bulk = ~outlier
-    bulk_rms = rel_rms(a[bulk], b[bulk]) if bulk.any() else float("inf")
+    bulk_rms = as_is.rel_rms(bulk) if bulk.any() else float("inf")
     neighbour = rows.rows_at(rows.sample, rows.position - 1), rows.rows_at(rows.sample, rows.position + 1)
-    clustered = np.zeros(len(a), dtype=bool)
+    clustered = np.zeros(len(den), dtype=bool)
     for n in neighbour:
         clustered |= (n >= 0) & outlier[np.maximum(n, 0)]
     fraction = float(outlier.mean())
     clustered_fraction = float(clustered[outlier].mean()) if outlier.any() else 0.0
     late = rows.position >= max(EARLY[1], np.quantile(rows.position, 0.75))
     bulk_late = bulk & late
-    bulk_late_rms = rel_rms(a[bulk_late], b[bulk_late]) if bulk_late.sum() >= 8 else bulk_rms
+    bulk_late_rms = as_is.rel_rms(bulk_late) if bulk_late.sum() >= 8 else bulk_rms
     samples = int(len(np.unique(rows.sample[outlier])))
     # the structure only: whether the bulk is within the warn tolerance is the diagnosis's to judge
     # (diagnoses/numeric.py flips_only)
     piled = _piled_fraction(rows, outlier)
     flips = bool(outlier.any() and np.isfinite(error).all() and fraction <= FLIP_MAX_FRACTION
                  and clustered_fraction <= FLIP_MAX_CLUSTERED and piled <= FLIP_MAX_PILED)
-    return {"rows": int(outlier.sum()), "of_rows": int(len(a)), "fraction": fraction, "samples": samples,
-            "clustered_fraction": clustered_fraction, "outlier_rel_rms": _finite(rel_rms(a[outlier], b[outlier]) if outlier.any() else 0.0),
+    return {"rows": int(outlier.sum()), "of_rows": int(len(den)), "fraction": fraction, "samples": samples,
+            "clustered_fraction": clustered_fraction, "outlier_rel_rms": _finite(as_is.rel_rms(outlier) if outlier.any() else 0.0),
             "bulk_rel_rms": _finite(bulk_rms), "bulk_late_rel_rms": _finite(bulk_late_rms), "row_threshold": rows.tolerance,
             "piled_fraction": piled, "flips": flips}
 

@@ -6,7 +6,9 @@ drift tolerance, and calling that a repeated id sends a team to fix ids that are
 
 from __future__ import annotations
 
-from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+import numpy as np
+
+from alignprobe.compare.explain.base import ExplainRows, choice_columns, rel_rms, row_sums, scored
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -22,6 +24,8 @@ class DuplicateTap:
         if k < 2:
             return None
         b = rows.serve[:, j]
+        if not self._may_repeat(rows, j):
+            return None
         fit_b = b[rows.fit]
         # the other slice it repeats, chosen on the fit rows; an earlier slice is the original
         error = {o: rel_rms(rows.serve[rows.fit, o], fit_b) for o in range(k) if o != j}
@@ -36,3 +40,16 @@ class DuplicateTap:
                       f"serve slice {j} repeats serve slice {source}"
                       + (f" ({rows.label(twin)})" if twin else "") + f"; {expected} was never captured",
                       tolerance=EXACT)
+
+    @staticmethod
+    def _may_repeat(rows: ExplainRows, j: int) -> bool:
+        """Whether some other serve slice could repeat slice j, told from a few channels first: the
+        squared difference over some channels is at most that over all of them, so a slice whose
+        difference on the choice columns alone exceeds EXACT (with a factor 2 of margin for rounding)
+        of slice j's whole norm on the fit rows is no copy, and where every slice is ruled out so the
+        full test (one pass over every channel of each pair) would find none either."""
+        cols = choice_columns(rows.serve.shape[2])
+        some = rows.serve[:, :, cols][rows.fit]  # [fit rows, k, a few channels]
+        limit = (2 * EXACT) ** 2 * float(np.sum(rows.serve_squares(j)[rows.fit], dtype=np.float64))
+        return any(float(np.sum(row_sums(some[:, o] - some[:, j]), dtype=np.float64)) <= limit
+                   for o in range(some.shape[1]) if o != j)

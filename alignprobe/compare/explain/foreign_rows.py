@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, choice_columns, scored
+from alignprobe.compare.explain.base import ExplainRows, RowFit, choice_columns, row_sums, scored
 from alignprobe.compare.explain.row_shift import rows_at
 from alignprobe.compare.result import ExplanationFit
 
@@ -45,14 +45,17 @@ class ForeignRows:
             chosen_on = mine[rows.fit[mine]]  # the source sample is chosen on this sample's fit rows
             if not len(chosen_on):
                 continue
+            # every (source, reading) at once; the flat reading differs from the stale one only past
+            # the source's end
+            tried = [(int(t), flat) for t in samples
+                     for flat in ((False, True) if np.any(rows.position[chosen_on] >= lengths[int(t)]) else (False,))]
+            source_rows = _source_rows(rows, [t for t, _ in tried], [flat for _, flat in tried], chosen_on, lengths)
+            # each candidate's squared error summed over its own (rows x channels), as one np.sum of it
+            errors = ((ca[source_rows] - cb[chosen_on]) ** 2).reshape(len(tried), -1).sum(axis=1)
             best = None
-            target = cb[chosen_on]
-            for t in samples:
-                # the flat reading differs from the stale one only past the source's end
-                for flat in (False, True) if np.any(rows.position[chosen_on] >= lengths[int(t)]) else (False,):
-                    error = float(np.sum((_guess(rows, ca, t, chosen_on, lengths, flat) - target) ** 2))
-                    if best is None or error < best[0] * (1 - 1e-9):
-                        best = (error, int(t), flat)
+            for error, (t, flat) in zip(errors.tolist(), tried):
+                if best is None or error < best[0] * (1 - 1e-9):
+                    best = (error, t, flat)
             sources[int(s)] = best[1]
             # the fit rows decide the reading only if some of them lie past the source's end
             decides = bool(np.any(rows.position[chosen_on] >= lengths[best[1]]))
@@ -68,15 +71,19 @@ class ForeignRows:
             mine = np.flatnonzero(rows.sample == s)
             predicted[mine] = _guess(rows, a, t, mine, lengths, flat)  # only the winner's guess on every row
         # rows no train row of the chosen source explains: padding rows agree with each other by position
-        unexplained = np.sqrt(np.sum((predicted - b) ** 2, axis=1)) > rows.tolerance * np.linalg.norm(b, axis=1)
+        error = row_sums(b - predicted)
+        unexplained = np.sqrt(error) > rows.tolerance * np.sqrt(rows.serve_squares(j))
         unexplained &= _edge_runs(rows, unexplained)  # padding sits at an end of its sample (see _padding)
         padding = self._padding(rows, b, unexplained)
         if padding is not None:
             predicted[unexplained] = padding[unexplained]
+            error[unexplained] = row_sums(b[unexplained] - predicted[unexplained])
+        guessed = RowFit(error=error, actual=rows.serve_squares(j), predicted=row_sums(predicted),
+                         dot=row_sums(predicted, b))
         # A sample whose source was not among the samples read (the first of a run, given the rows of
         # the request before it) is explained by none of them: judged on its fit rows alone, it is left
         # out of the score and named, so the others' held-out rows still decide.
-        lost = [int(s) for s in samples if not self._explained(rows, predicted, b, s)]
+        lost = [int(s) for s in samples if not self._explained(rows, guessed, s)]
         if 2 * len(lost) > len(samples) or len(samples) - len(lost) < 2:
             lost = []  # most samples unexplained: no source pattern to name, scored as they are
         moved = {rows.sample_ids[s]: rows.sample_ids[t] for s, t in sources.items() if s != t and s not in lost}
@@ -109,17 +116,14 @@ class ForeignRows:
             what.append(f"{len(lost)} more whose source was not among the samples read")
         if padding is not None:
             what.append(f"{int(unexplained.sum())} rows match no train row but agree across samples (padding rows)")
-        return scored(self.name, self.complexity, rows, predicted[keep], b[keep], params, "; ".join(what),
-                      fit_mask=rows.fit[keep])
+        return scored(self.name, self.complexity, rows, None, None, params, "; ".join(what),
+                      fit_mask=rows.fit[keep], measured=guessed.subset(keep).scores(rows.fit[keep]))
 
     @staticmethod
-    def _explained(rows: ExplainRows, predicted: np.ndarray, b: np.ndarray, s) -> bool:
-        """Sample s's fit rows are predicted within the tolerance (held-out rows never decide this)."""
-        mine = (rows.sample == s) & rows.fit
-        den = float(np.sum(b[mine] * b[mine], dtype=np.float64))
-        if not mine.any() or den <= 0:
-            return False
-        return float(np.sqrt(np.sum((predicted[mine] - b[mine]) ** 2, dtype=np.float64) / den)) <= rows.tolerance
+    def _explained(rows: ExplainRows, guessed: RowFit, s) -> bool:
+        """Sample s's fit rows are predicted within the tolerance (held-out rows never decide this;
+        inf, never within, where they are none or all zero)."""
+        return guessed.rel_rms((rows.sample == s) & rows.fit) <= rows.tolerance
 
     @staticmethod
     def _padding(rows: ExplainRows, b: np.ndarray, unexplained: np.ndarray) -> np.ndarray | None:
@@ -171,17 +175,22 @@ def _edge_runs(rows: ExplainRows, flagged: np.ndarray) -> np.ndarray:
     return out
 
 
+def _source_rows(rows: ExplainRows, source_samples: list[int], flats: list[bool], mine: np.ndarray,
+                 lengths: dict[int, int]) -> np.ndarray:
+    """[candidates, rows]: for each (source sample, flat reading), the row each of rows ``mine`` is
+    guessed from: the row of that source sample at the same position; where the source sample is
+    shorter, the row itself (a request given the previous one's rows gets them for the positions the
+    previous one had), or with the flat reading the next sample's row from its start (one flattened
+    buffer read on); so every source is scored on the same rows."""
+    source = np.asarray(source_samples)[:, None]
+    position = np.broadcast_to(rows.position[mine], (len(source_samples), len(mine)))
+    ends = np.array([lengths[int(t)] for t in source_samples])[:, None]
+    past = np.asarray(flats)[:, None] & (position >= ends)
+    found = rows_at(rows, np.where(past, source + 1, source), np.where(past, position - ends, position))
+    return np.where(found >= 0, found, mine)
+
+
 def _guess(rows: ExplainRows, a: np.ndarray, source_sample: int, mine: np.ndarray, lengths: dict[int, int],
            flat: bool = False) -> np.ndarray:
-    """The train rows of ``source_sample`` at the positions of rows ``mine``. Where the source sample is
-    shorter, a row keeps its own train row (a request given the previous one's rows gets them for the
-    positions the previous one had), or with ``flat`` takes the next sample's rows from its start (one
-    flattened buffer read on); so every source is scored on the same rows."""
-    position = rows.position[mine]
-    sample = np.full(len(mine), source_sample)
-    if flat:
-        past = position >= lengths[int(source_sample)]
-        sample = np.where(past, source_sample + 1, sample)
-        position = np.where(past, position - lengths[int(source_sample)], position)
-    source = rows_at(rows, sample, position)
-    return np.where(source[:, None] >= 0, a[np.maximum(source, 0)], a[mine])
+    """The train rows of ``source_sample`` at the positions of rows ``mine`` (:func:`_source_rows`)."""
+    return a[_source_rows(rows, [source_sample], [flat], mine, lengths)[0]]

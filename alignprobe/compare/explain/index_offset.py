@@ -15,7 +15,7 @@ and the expected one at 0.32).
 
 from __future__ import annotations
 
-from alignprobe.compare.explain.base import ExplainRows, choice_columns, mean_cosine, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, choice_columns, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -43,6 +43,7 @@ class IndexOffset:
                  "offset": best[0] - expected[0], "basis": "measured"},
                 f"serve = train {rows.label(best)} where {rows.label(expected)} was expected "
                 f"(offset {best[0] - expected[0]:+d})",
+                measured=rows.as_is(best, j),  # the other slice taken unchanged
             )
             if measured.fits:
                 return measured
@@ -81,8 +82,8 @@ class IndexOffset:
             if o == j or key is None:
                 continue
             checkable += 1
-            error = rel_rms(rows.train[key][rows.held_out], rows.serve[rows.held_out, o])
-            cosine = mean_cosine(rows.train[key][rows.held_out], rows.serve[rows.held_out, o])
+            as_is = rows.as_is_rows(key, o)
+            error, cosine = as_is.rel_rms(rows.held_out), as_is.mean_cosine(rows.held_out)
             if error <= rows.tolerance:
                 shift = shifts.pop()
                 return ExplanationFit(

@@ -21,7 +21,9 @@ class ResidualSplit:
         options = [i for i in (key[0], key[0] + 1) if i in post and i - 1 in post]
         if not options:
             return None
-        best = min(options, key=lambda i: rel_rms((post[i] - post[i - 1])[rows.fit], b[rows.fit]))
-        return scored(self.name, self.complexity, rows, post[best] - post[best - 1], b,
+        split = {i: post[i] - post[i - 1] for i in options}
+        fit_squares = rows.serve_squares(j)[rows.fit]
+        best = min(options, key=lambda i: rel_rms(split[i][rows.fit], b[rows.fit], fit_squares))
+        return scored(self.name, self.complexity, rows, split[best], b,
                       {"hf_index": best, "minus_hf_index": best - 1},
                       f"serve = HF[{best}] - HF[{best - 1}]: layer {best - 1}'s output without the residual")

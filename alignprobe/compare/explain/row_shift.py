@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, choice_columns, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, RowFit, choice_columns, rel_rms, row_sums, scored
 from alignprobe.compare.result import ExplanationFit
 
 MAX_SHIFT = 8
@@ -27,28 +27,26 @@ class RowShift:
         a, b = rows.train[key], rows.serve[:, j]
         cols = choice_columns(a.shape[1])
         ca, cb = a[:, cols], b[:, cols]
+        cb_squares = row_sums(cb)  # every shift predicts some of these rows
         best = None
         for shift in (k for k in range(-MAX_SHIFT, MAX_SHIFT + 1) if k):
             source = rows_at(rows, rows.sample, rows.position + shift)
             usable = (source >= 0) & rows.fit
             if usable.sum() < 8:
                 continue
-            error = rel_rms(ca[source[usable]], cb[usable])
+            error = rel_rms(ca[source[usable]], cb[usable], cb_squares[usable])
             if best is None or error < best[0]:
                 best = (error, shift, source)
         if best is None:
             return None
         _, shift, source = best
         usable = source >= 0
+        taken = source[usable]
+        # per row, the train norms and serve norms already measured for the other explanations
+        shifted = RowFit.of(a[taken], b[usable], actual_squares=rows.serve_squares(j)[usable],
+                            predicted_squares=rows.train_squares(key)[taken])
         params = {"shift": shift, "hf_index": key[0], "rows_usable": int(usable.sum())}
-        fit = scored(self.name, self.complexity, _Subset(rows, usable), a[source[usable]], b[usable], params,
-                     f"serve row i is train row i{shift:+d} of the same sample ({rows.label(key)}), tokens identical")
-        return fit
+        return scored(self.name, self.complexity, rows, None, None, params,
+                      f"serve row i is train row i{shift:+d} of the same sample ({rows.label(key)}), tokens identical",
+                      fit_mask=rows.fit[usable], measured=shifted.scores(rows.fit[usable]))
 
-
-class _Subset:
-    """The rows of an ExplainRows where a prediction exists (scored() reads fit and tolerance)."""
-
-    def __init__(self, rows: ExplainRows, keep: np.ndarray):
-        self.fit = rows.fit[keep]
-        self.tolerance = rows.tolerance
