@@ -30,7 +30,6 @@ class ForeignRows:
         samples = np.unique(rows.sample)
         if len(samples) < 2:
             return None
-        predicted = np.zeros_like(b)
         sources: dict[int, int] = {}
         flattened: list[str] = []  # samples whose rows continue into the next sample's (one flat buffer)
         readings: dict[int, bool | None] = {}  # per sample: the flat reading, the stale one, or undecided
@@ -64,12 +63,17 @@ class ForeignRows:
         # source does takes the reading most samples that could tell chose (else the stale one)
         told = [flat for flat in readings.values() if flat is not None]
         usual = bool(told) and 2 * sum(told) > len(told)
+        guessed_from = np.full(len(b), -1)  # each row's train row in the guess (-1: none, a zero guess)
         for s, t in sources.items():
             flat = usual if readings[s] is None else readings[s]
             if flat and t != s:
                 flattened.append(rows.sample_ids[s])
             mine = np.flatnonzero(rows.sample == s)
-            predicted[mine] = _guess(rows, a, t, mine, lengths, flat)  # only the winner's guess on every row
+            guessed_from[mine] = _source_rows(rows, [t], [flat], mine, lengths)[0]  # the winner's, on every row
+        has_guess = guessed_from >= 0
+        predicted = a[np.maximum(guessed_from, 0)]
+        predicted[~has_guess] = 0
+        predicted_squares = np.where(has_guess, rows.train_squares(key)[np.maximum(guessed_from, 0)], 0.0)
         # rows no train row of the chosen source explains: padding rows agree with each other by position
         error = row_sums(b - predicted)
         unexplained = np.sqrt(error) > rows.tolerance * np.sqrt(rows.serve_squares(j))
@@ -78,7 +82,8 @@ class ForeignRows:
         if padding is not None:
             predicted[unexplained] = padding[unexplained]
             error[unexplained] = row_sums(b[unexplained] - predicted[unexplained])
-        guessed = RowFit(error=error, actual=rows.serve_squares(j), predicted=row_sums(predicted),
+            predicted_squares[unexplained] = row_sums(predicted[unexplained])
+        guessed = RowFit(error=error, actual=rows.serve_squares(j), predicted=predicted_squares,
                          dot=row_sums(predicted, b))
         # A sample whose source was not among the samples read (the first of a run, given the rows of
         # the request before it) is explained by none of them: judged on its fit rows alone, it is left
@@ -189,8 +194,3 @@ def _source_rows(rows: ExplainRows, source_samples: list[int], flats: list[bool]
     found = rows_at(rows, np.where(past, source + 1, source), np.where(past, position - ends, position))
     return np.where(found >= 0, found, mine)
 
-
-def _guess(rows: ExplainRows, a: np.ndarray, source_sample: int, mine: np.ndarray, lengths: dict[int, int],
-           flat: bool = False) -> np.ndarray:
-    """The train rows of ``source_sample`` at the positions of rows ``mine`` (:func:`_source_rows`)."""
-    return a[_source_rows(rows, [source_sample], [flat], mine, lengths)[0]]

@@ -42,11 +42,27 @@ class RowShift:
         _, shift, source = best
         usable = source >= 0
         taken = source[usable]
+        serve_rows, train_rows, pairs_usable = _as_slices(source, usable, shift)
+        if serve_rows is not None:  # no copy of the rows: serve rows and their sources are two slices
+            error = row_sums(b[serve_rows] - a[train_rows])[pairs_usable]
+            dot = row_sums(a[train_rows], b[serve_rows])[pairs_usable]
+        else:
+            error, dot = row_sums(b[usable] - a[taken]), row_sums(a[taken], b[usable])
         # per row, the train norms and serve norms already measured for the other explanations
-        shifted = RowFit.of(a[taken], b[usable], actual_squares=rows.serve_squares(j)[usable],
-                            predicted_squares=rows.train_squares(key)[taken])
+        shifted = RowFit(error=error, actual=rows.serve_squares(j)[usable], predicted=rows.train_squares(key)[taken],
+                         dot=dot)
         params = {"shift": shift, "hf_index": key[0], "rows_usable": int(usable.sum())}
         return scored(self.name, self.complexity, rows, None, None, params,
                       f"serve row i is train row i{shift:+d} of the same sample ({rows.label(key)}), tokens identical",
                       fit_mask=rows.fit[usable], measured=shifted.scores(rows.fit[usable]))
 
+
+def _as_slices(source: np.ndarray, usable: np.ndarray, shift: int) -> tuple[slice | None, slice | None, np.ndarray]:
+    """Where every usable row's source is the row ``shift`` places on (a sample's rows are stored in
+    order of position, as explaining.py gathers them): the serve rows and their train rows as two
+    slices of one length, and which of those pairs are usable rows; (None, None, ...) otherwise."""
+    where = np.flatnonzero(usable)
+    if not np.array_equal(source[where], where + shift):
+        return None, None, usable
+    first, last = max(0, -shift), len(source) - max(0, shift)
+    return slice(first, last), slice(first + shift, last + shift), usable[first:last]
