@@ -36,7 +36,11 @@ from alignprobe.compare.plan import pass_streams, plan_streams, train_geometry
 from alignprobe.compare.policy import resolve_policy
 from alignprobe.dump import open_dump
 
+import numpy as np
 train, serve, profile = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+# numpy 2.4 sets np.unique and np.quantile up on their first call (~20 ms each, once a process);
+# compare pays that before its fits too (pairing, sampling), so it is not the fits' cost
+np.unique(np.arange(3)), np.quantile(np.arange(3.0), 0.5)
 policy = resolve_policy(None)
 with open_dump(train) as tr, open_dump(serve) as sv:
     _, num_layers = train_geometry(tr)

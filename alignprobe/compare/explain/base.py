@@ -116,18 +116,19 @@ def choice_columns(hidden: int) -> slice:
     return slice(None, None, max(1, -(-hidden // SELECT_COLUMNS)))
 
 
-SUM_CHUNK = 512  # channels a row's float32 partial sum runs over before it is added in float64
+SUM_CHUNK = 128  # channels a row's float32 partial sum runs over before it is added in float64
 
 
 def row_sums(x: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
     """Each row's sum of ``x * y`` (of ``x * x`` without ``y``) over the channels (the last axis), in
-    float64. einsum multiplies and adds in one pass with no temporary of the rows' size: 3x faster
-    than a product then a sum (0.62 against 1.87 ms on 160 x 7168 float32 rows, 2-core box), where
-    the fits spent half their time in such sums. Its float32 accumulation is biased on rows widened
-    from bfloat16 (-3.4e-7 relative over a 7168-channel row, measured), so it runs over SUM_CHUNK
-    channels at a time and the parts are added in float64: -1.4e-8, better than numpy's pairwise sum
-    (-9.8e-9 mean, 1.6e-7 at most a row). Any subset of rows is then scored from these sums
-    (:class:`RowFit`) without another pass over the channels."""
+    float64. einsum multiplies and adds in one pass with no temporary of the rows' size: about 3x
+    faster than a product then a sum on 160 x 7168 float32 rows (2-core box), where the fits spent
+    half their time in such sums. Its float32 accumulation is biased on rows widened from bfloat16
+    (-3.4e-7 relative over a whole 7168-channel row, -1.5e-7 over 512 channels, measured), so it runs
+    over SUM_CHUNK channels at a time and the parts are added in float64: -2e-8 to -4e-8, as close as
+    numpy's pairwise float32 sum (-1e-8 to -2e-8 mean, 1e-7 at most a row) at the same speed. Any
+    subset of rows is then scored from these sums (:class:`RowFit`) without another pass over the
+    channels."""
     y = x if y is None else y
     whole = x.shape[-1] - x.shape[-1] % SUM_CHUNK
     out = np.einsum("...i,...i->...", x[..., whole:], y[..., whole:]).astype(np.float64)  # the channels past the chunks
