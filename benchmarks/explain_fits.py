@@ -23,10 +23,9 @@ import statistics
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _dumps import tokens_for, write_pair  # noqa: E402
-from _measure import run_child  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._dumps import tokens_for, write_pair  # noqa: E402
+from benchmarks._measure import run_child  # noqa: E402
 
 CHILD = r"""
 import cProfile, io, json, pstats, sys, time
