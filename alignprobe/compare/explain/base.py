@@ -153,10 +153,6 @@ def rel_rms(predicted: np.ndarray, actual: np.ndarray, actual_squares: np.ndarra
     return _ratio(row_sums(actual - predicted), row_sums(actual) if actual_squares is None else actual_squares)
 
 
-def mean_cosine(predicted: np.ndarray, actual: np.ndarray) -> float:
-    return RowFit.of(predicted, actual).mean_cosine()
-
-
 @dataclasses.dataclass(frozen=True)
 class RowFit:
     """A prediction of serve rows reduced to per-row sums: every score of any subset of its rows

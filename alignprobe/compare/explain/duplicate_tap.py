@@ -43,11 +43,12 @@ class DuplicateTap:
 
     @staticmethod
     def _may_repeat(rows: ExplainRows, j: int) -> bool:
-        """Whether some other serve slice could repeat slice j, told from a few channels first: the
+        """Whether some other serve slice could repeat slice j, told from a few channels first. The
         squared difference over some channels is at most that over all of them, so a slice whose
-        difference on the choice columns alone exceeds EXACT (with a factor 2 of margin for rounding)
-        of slice j's whole norm on the fit rows is no copy, and where every slice is ruled out so the
-        full test (one pass over every channel of each pair) would find none either."""
+        difference on the choice columns alone exceeds EXACT (twice, a margin for rounding) of slice
+        j's norm over every channel of the fit rows is no copy; where every other slice is ruled out
+        so, the full test (a pass over every channel of each pair) would find no copy either, and is
+        not made. On a clean comparison no slice repeats another, so this is all that is made."""
         cols = choice_columns(rows.serve.shape[2])
         some = rows.serve[:, :, cols][rows.fit]  # [fit rows, k, a few channels]
         limit = (2 * EXACT) ** 2 * float(np.sum(rows.serve_squares(j)[rows.fit], dtype=np.float64))
