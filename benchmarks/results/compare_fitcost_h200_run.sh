@@ -17,4 +17,4 @@ F="--gb 1 --rounds 5 --dir /tmp --trees main=/tmp/ap_main,fitcost=/tmp/ap_fitcos
 echo "python3 benchmarks/explain_fits.py $F"
 timeout 60 python3 benchmarks/explain_fits.py $F 2>&1 | tee $OUT/fits.txt
 echo "python3 benchmarks/compare_throughput.py --sizes 8 --repeats 1 $T"
-timeout 160 python3 benchmarks/compare_throughput.py --sizes 8 --repeats 1 $T 2>&1 | tee $OUT/compare8.txt
+timeout 130 python3 benchmarks/compare_throughput.py --sizes 8 --repeats 1 $T 2>&1 | tee $OUT/compare8.txt
