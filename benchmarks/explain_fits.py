@@ -6,7 +6,8 @@ does, reads its rows (timed apart: "read"), and times ``ExplainSamples.explain``
 already in memory ("fits"). Trees (``--trees name=PATH,...``: checkouts or ``pip --target`` dirs)
 run interleaved, round after round, so a busy machine's load falls on all of them alike; each
 prints its median. The child also prints every slice's winner, runner-up and their held-out
-rel-RMS (to the last bit), and the script says whether the trees agree on them.
+rel-RMS, and the script says whether the trees agree on them; and the seconds spent in each
+explanation's ``fit`` (the rest of ``explain``: selecting the winner, the rows' finiteness check).
 
 ``--profile``: one cProfile run of the fits in this tree instead, its top functions by own time.
 
@@ -37,6 +38,17 @@ from alignprobe.dump import open_dump
 
 import numpy as np
 train, serve, profile = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+import collections
+import alignprobe.compare.explain as explain
+split = collections.defaultdict(float)  # seconds in each explanation's fit()
+for e in explain.EXPLANATIONS:
+    def timed(self, rows, j, _fit=type(e).fit):
+        t = time.perf_counter()
+        try:
+            return _fit(self, rows, j)
+        finally:
+            split[self.name] += time.perf_counter() - t
+    type(e).fit = timed
 # numpy 2.4 sets np.unique and np.quantile up on their first call (~20 ms each, once a process);
 # compare pays that before its fits too (pairing, sampling), so it is not the fits' cost
 np.unique(np.arange(3)), np.quantile(np.arange(3.0), 0.5)
@@ -67,7 +79,8 @@ results = {f"{s}[{e.serve_slice}]": {"winner": e.winner.name, "runner_up": e.run
                                       "tried": [[f.name, f.fits, f.held_out_rel_rms, f.held_out_cosine, f.fit_rel_rms]
                                                 for f in e.tried]}
            for s, es in explained.items() for e in es}
-print(json.dumps({"read": read, "fits": fits, "rows": int(samples.starts[-1]), "results": results, "profile": table}))
+print(json.dumps({"read": read, "fits": fits, "rows": int(samples.starts[-1]), "results": results, "profile": table,
+                  "split": split}))
 """
 
 
@@ -96,17 +109,22 @@ def main() -> None:
             print(out["profile"])
             return
         times: dict[str, list[float]] = {name: [] for name, _ in trees}
+        splits: dict[str, list[dict]] = {name: [] for name, _ in trees}
         results: dict[str, dict] = {}
         for r in range(args.rounds):
             for name, path in trees:
                 out = run_child(CHILD, train, serve, "0", tree=path)
                 times[name].append(out["fits"])
+                splits[name].append(out["split"])
                 results.setdefault(name, out["results"])
                 print(f"round {r + 1} {name:>10s}: fits {out['fits']:.3f} s (read {out['read']:.2f} s, {out['rows']} rows)"
                       f"  load {os.getloadavg()[0]:.1f}", flush=True)
         for name, _ in trees:
             print(f"{name:>10s}: fits median {statistics.median(times[name]):.3f} s, "
                   f"min {min(times[name]):.3f} s over {args.rounds}")
+            each = {e: statistics.median(r.get(e, 0.0) for r in splits[name]) for e in splits[name][0]}
+            print(" " * 12 + "medians in fit(): " + ", ".join(f"{e} {v:.3f}" for e, v in
+                                                             sorted(each.items(), key=lambda kv: -kv[1]) if v >= 0.0005))
         first = trees[0][0]
         for name, _ in trees[1:]:
             same, worst = _agree(results[first], results[name])
