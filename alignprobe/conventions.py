@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE
+from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, MAX_NUM_LAYERS
 from alignprobe.errors import BadInput
 
 # Where each rule was read (file, commit or date). Tests in tests/test_conventions.py restate the
@@ -115,6 +115,8 @@ def map_layer_ids(
     """
     system = _known(system)
     n = num_layers
+    if not 1 <= n <= MAX_NUM_LAYERS:
+        raise BadInput(f"{n} layers is not a model's layer count (1..{MAX_NUM_LAYERS}); give the target's num_hidden_layers")
     if layer_ids is None:
         layer_ids, explicit = default_layer_ids(system, n), False
     ids = tuple(int(i) for i in layer_ids)

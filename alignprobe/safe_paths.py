@@ -96,6 +96,7 @@ def refuse_overlap(outputs: Mapping[str, str | os.PathLike | None], inputs: Mapp
     for out_flag, out in outputs.items():
         if out is None:
             continue
+        refuse_empty(out, out_flag)
         out_real = _real(out)
         owned = [out_real, out_real + ".partial", out_real + ".tmp"]
         for in_flag, in_real in resolved_inputs:
@@ -120,9 +121,17 @@ def _inside(child: str, folder: str) -> bool:
     return child.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def refuse_empty(path: str | os.PathLike, flag: str) -> None:
+    """An empty output path (``--out ""``, an unset shell variable) is refused before any work: it named
+    no file, yet some writers took it as the current folder and others failed only after the work."""
+    if not os.fspath(path):
+        raise BadOutputPath(f"{flag} is empty; give a path (an unset shell variable expands to nothing)")
+
+
 def output_folder(path: str | os.PathLike, flag: str) -> str:
     """An output folder that exists as a folder or can be made: one line if it cannot."""
     path = os.fspath(path)
+    refuse_empty(path, flag)
     if os.path.exists(path) and not os.path.isdir(path):
         raise BadOutputPath(f"{flag} {path}: exists and is not a folder; choose a folder")
     try:
@@ -158,6 +167,7 @@ def write_text_atomic(path: str | os.PathLike, text: str, flag: str = "output") 
 def output_file(path: str | os.PathLike, flag: str) -> str:
     """An output file path that can be written: not a folder, not a device or FIFO, its folder exists."""
     path = os.fspath(path)
+    refuse_empty(path, flag)
     if os.path.isdir(path):
         raise BadOutputPath(f"{flag} {path}: is a folder; give a file path")
     if os.path.lexists(path):

@@ -11,6 +11,7 @@ import concurrent.futures
 import contextlib
 import hashlib
 import itertools
+import os
 from typing import Iterator, Sequence
 
 from alignprobe.audit.readahead import ReadAhead
@@ -86,12 +87,23 @@ def _client(workers, scheduler, memory_limit):
     except ImportError:
         raise BadInput("--workers / --scheduler need dask.distributed: pip install 'alignprobe[dask]'") from None
     if scheduler is not None:
+        if not scheduler.strip():
+            raise BadInput("--scheduler is empty: give the scheduler's address, e.g. tcp://head:8786")
         try:
             return Client(scheduler, timeout="20s"), None
         except (OSError, TimeoutError) as exc:
             raise BadInput(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})") from None
+        except ValueError as exc:  # distributed's own check of the address: no port, an unknown scheme
+            raise BadInput(f"--scheduler {scheduler}: not a Dask scheduler address ({exc}); "
+                           "give one like tcp://head:8786") from None
     if workers < 1:
         raise BadInput(f"--workers {workers}: give at least 1")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if workers > cores:
+        # Each worker is a process with its own memory limit: --workers 100000 started processes
+        # until the machine ran out of memory, and more than one a core only queue for the cores.
+        raise BadInput(f"--workers {workers}: this machine has {cores} CPU cores, and a local cluster of more "
+                       f"processes than cores gains nothing; give at most {cores}, or --scheduler for a larger cluster")
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
                            dashboard_address=None)
     return Client(cluster), cluster

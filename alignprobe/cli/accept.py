@@ -35,7 +35,7 @@ def accept(drafter, train_dump, serve_dump, target, num_draft_tokens, temperatur
     from alignprobe.accept import accept as run_accept
     from alignprobe.accept.summary import format_accept
 
-    if json_path:  # before the drafter runs: never a result written over an input
+    if json_path is not None:  # before the drafter runs: never a result written over an input
         refuse_overlap({"--json": output_file(json_path, "--json")},
                        {"--drafter": drafter, "--train-dump": train_dump, "--serve-dump": serve_dump, "--target": target})
     result = run_accept(drafter, train_dump, serve_dump, target=target, num_draft_tokens=num_draft_tokens,

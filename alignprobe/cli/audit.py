@@ -55,13 +55,13 @@ def audit(paths, json_path, report_dir, junit_path, workers, scheduler, override
     if junit_path:
         write_atomic(junit_path, render_junit(result, strict))
     click.echo(format_summary(result))
-    if report_dir:
+    if report_dir is not None:
         click.echo(f"report: {write_audit_report(result, report_dir, strict).html}")
     return EXIT_PASS if result.passed(strict=strict) else EXIT_FAIL
 
 
 def _journal_path(json_path, report_dir) -> str | None:
-    if report_dir:
+    if report_dir is not None:
         return os.path.join(report_dir, JOURNAL_NAME)
     return json_path + ".journal" if json_path else None
 
@@ -72,9 +72,9 @@ def _refuse_bad_paths(paths, json_path, report_dir, junit_path) -> None:
     from alignprobe.audit.render.writer import REPORT_NAMES
     from alignprobe.safe_paths import output_file, refuse_overlap
 
-    outputs = {"--json": output_file(json_path, "--json") if json_path else None,
-               "--junit": output_file(junit_path, "--junit") if junit_path else None}
-    if report_dir:
+    outputs = {"--json": output_file(json_path, "--json") if json_path is not None else None,
+               "--junit": output_file(junit_path, "--junit") if junit_path is not None else None}
+    if report_dir is not None:
         outputs.update({f"--report ({name})": os.path.join(report_dir, name) for name in REPORT_NAMES})
     outputs["the resume journal"] = _journal_path(json_path, report_dir)
     refuse_overlap(outputs, {f"audited {path}": path for path in paths})

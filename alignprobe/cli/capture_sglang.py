@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from alignprobe.cli.capture import capture, parse_layer_list
-from alignprobe.cli.options import SECONDS
+from alignprobe.cli.options import NUM_LAYERS, SECONDS
 from alignprobe.errors import BadInput
 from alignprobe.safe_paths import input_file, output_file, refuse_overlap
 
@@ -21,7 +21,7 @@ from alignprobe.safe_paths import input_file, output_file, refuse_overlap
 @click.option("--layer-ids", default=None,
               help="The drafter's eagle_aux_hidden_state_layer_ids (SGLang numbering) if the server's draft config "
                    "is not a local folder, e.g. 1,29,57.")
-@click.option("--num-layers", default=None, type=click.IntRange(min=1), help="Target decoder layers N if its config.json is not local.")
+@click.option("--num-layers", default=None, type=NUM_LAYERS, help="Target decoder layers N if its config.json is not local.")
 @click.option("--hidden-size", default=None, type=click.IntRange(min=1), help="Target hidden size H if its config.json is not local.")
 @click.option("--arch", default=None, help="Target model_type (llama, deepseek_v3, kimi_k2...) if not local.")
 @click.option("--max-new-tokens", default=1, show_default=True, type=click.IntRange(0, 1),

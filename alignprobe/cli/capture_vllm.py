@@ -6,7 +6,7 @@ import click
 
 from alignprobe.cli.capture import capture, parse_layer_list
 from alignprobe.cli.engine_args import parse_engine_args
-from alignprobe.cli.options import SECONDS
+from alignprobe.cli.options import NUM_LAYERS, SECONDS
 from alignprobe.errors import BadInput
 from alignprobe.safe_paths import input_dir, input_file, output_file, refuse_overlap
 
@@ -21,7 +21,7 @@ from alignprobe.safe_paths import input_dir, input_file, output_file, refuse_ove
 @click.option("--storage-dir", default=None, type=click.Path(), help="With --offline-model: where vLLM writes its files.")
 @click.option("--layer-ids", required=True,
               help="The eagle_aux_hidden_state_layer_ids vLLM ran with (vLLM numbering), e.g. 2,30,58,61.")
-@click.option("--num-layers", default=None, type=click.IntRange(min=1), help="Target decoder layers N (or take it from --tokens-from).")
+@click.option("--num-layers", default=None, type=NUM_LAYERS, help="Target decoder layers N (or take it from --tokens-from).")
 @click.option("--tokens-from", default=None, type=click.Path(),
               help="A dump of the same prompts: files take its sample ids by matching token ids.")
 @click.option("--prompts", "prompts_path", default=None, type=click.Path(),

@@ -8,6 +8,7 @@ import sys
 import click
 
 from alignprobe.cli.json_output import forget_json_path, json_option
+from alignprobe.cli.options import NUM_LAYERS
 from alignprobe.cli.terminal import RowsBar, use_colour
 from alignprobe.compare import compare as run_compare
 from alignprobe.compare.policy import Policy, parse_override
@@ -26,7 +27,7 @@ USAGE = "alignprobe compare --train-dump TRAIN --serve-dump SERVE [--json result
 @click.option("--train-layer-ids", help="For a foreign --train-dump: the layer ids its run used (1,29,57).")
 @click.option("--train-drafter-config", type=click.Path(),
               help="For a foreign --train-dump: the drafter config.json holding its layer ids.")
-@click.option("--num-layers", type=click.IntRange(min=1),
+@click.option("--num-layers", type=NUM_LAYERS,
               help="For a foreign dump: the target's decoder layer count (else taken from the other dump).")
 @json_option("Write the full result (findings, metrics, mapping, exit code and its reason) here.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False),
@@ -173,9 +174,9 @@ def _refuse_bad_paths(train_dump, serve_dump, drafter_config, policy_file, token
     from alignprobe.report.writer import HTML_NAME, JSON_NAME, MARKDOWN_NAME
 
     # Outputs first: an error about an input is also written to --json, which must then be safe to write.
-    outputs = {"--json": output_file(json_path, "--json") if json_path and json_path != "-" else None,
-               "--junit": output_file(junit_path, "--junit") if junit_path and junit_path != "-" else None}
-    if report_dir:
+    outputs = {"--json": output_file(json_path, "--json") if json_path is not None and json_path != "-" else None,
+               "--junit": output_file(junit_path, "--junit") if junit_path is not None and junit_path != "-" else None}
+    if report_dir is not None:
         outputs.update({f"--report ({name})": os.path.join(report_dir, name) for name in (HTML_NAME, MARKDOWN_NAME, JSON_NAME)})
     inputs = {"--train-dump": train_dump, "--serve-dump": serve_dump, "--train-drafter-config": drafter_config,
               "--policy": policy_file}

@@ -26,7 +26,7 @@ def diff(old_json, new_json, json_path) -> int:
     from alignprobe.report.outputs import STDOUT, write_json
     from alignprobe.safe_paths import BadOutputPath, output_file, refuse_overlap
 
-    if json_path and json_path != STDOUT:
+    if json_path is not None and json_path != STDOUT:
         try:
             refuse_overlap({"--json": output_file(json_path, "--json")}, {"OLD_JSON": old_json, "NEW_JSON": new_json})
         except BadOutputPath:

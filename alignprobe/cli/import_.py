@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from alignprobe.cli.options import NUM_LAYERS
 from alignprobe.importers import import_source
 from alignprobe.importers.layer_ids import parse_ids
 from alignprobe.safe_paths import input_path, output_file, refuse_overlap
@@ -17,7 +18,7 @@ from alignprobe.safe_paths import input_path, output_file, refuse_overlap
 @click.option("--layer-ids", default=None, help="Layer ids the producing run used, in its own numbering: 1,29,57.")
 @click.option("--drafter-config", type=click.Path(), default=None,
               help="A drafter config.json holding the ids (eagle_config.eagle_aux_hidden_state_layer_ids).")
-@click.option("--num-layers", type=click.IntRange(min=1), default=None, help="The target model's decoder layer count N.")
+@click.option("--num-layers", type=NUM_LAYERS, default=None, help="The target model's decoder layer count N.")
 @click.option("--target-config", type=click.Path(), default=None, help="The target model's config.json (for N).")
 @click.option("--ids-from", type=click.Path(), default=None,
               help="A dump of the same prompts: take its sample ids where the tokens match.")

@@ -15,7 +15,7 @@ import click
 
 from alignprobe import __version__
 from alignprobe.cli.json_output import write_error_json
-from alignprobe.errors import EXIT_BAD_INPUT, AlignprobeError, first_line
+from alignprobe.errors import EXIT_BAD_INPUT, AlignprobeError, first_line, printable_line
 from alignprobe.safe_paths import BadOutputPath
 
 EXIT_BUG = 3
@@ -43,6 +43,7 @@ class _Group(click.Group):
             warnings.simplefilter("default")
             code, line, error_json = self._run(args, kwargs)
         if line is not None:
+            line = printable_line(line)
             click.echo(f"alignprobe: {line}", err=True)
             if error_json:
                 write_error_json(line, code)
@@ -66,7 +67,9 @@ class _Group(click.Group):
         except click.ClickException as exc:  # usage errors: bad flag, missing argument
             return EXIT_BAD_INPUT, exc.format_message(), True
         except AlignprobeError as exc:
-            return exc.exit_code, first_line(exc), not isinstance(exc, BadOutputPath)
+            # Our messages are one line by design; the whole text is kept (printable_line escapes a
+            # newline inside a quoted path, which first_line would cut the message at).
+            return exc.exit_code, str(exc).strip() or type(exc).__name__, not isinstance(exc, BadOutputPath)
         except OSError as exc:
             # The machine or a path, not alignprobe: say what failed; a capture's finished samples are kept.
             if _is_environment_error(exc):

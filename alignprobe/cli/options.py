@@ -6,6 +6,8 @@ import math
 
 import click
 
+from alignprobe.dump.schema import MAX_NUM_LAYERS
+
 
 class _Seconds(click.ParamType):
     """A positive, finite number of seconds: click's FloatRange lets ``nan`` through (no comparison
@@ -24,3 +26,8 @@ class _Seconds(click.ParamType):
 
 
 SECONDS = _Seconds()
+
+
+# --num-layers: a model's decoder layer count; beyond the schema's bound it is a typo (an extra 0) or
+# an id pasted in its place, and code walking 0..N ran out of memory on 99999999999999999999.
+NUM_LAYERS = click.IntRange(1, MAX_NUM_LAYERS)

@@ -32,6 +32,12 @@ ROLES = (ROLE_DRAFTER_INPUT, ROLE_FINAL, ROLE_LAYERS)
 
 DTYPES = ("bfloat16", "float16", "float32")
 
+# The most decoder layers a claim may name. The deepest released transformers have under 200 (Llama 3.1
+# 405B: 126; DeepSeek-V3 and Kimi-K2: 61); a layer count from a damaged file or a typo beyond this
+# made code that walks 0..N (capture vllm's all-layers test, compare's coverage) allocate until the
+# machine ran out of memory.
+MAX_NUM_LAYERS = 1024
+
 
 @dataclasses.dataclass(frozen=True)
 class StreamClaim:
@@ -54,6 +60,9 @@ class StreamClaim:
             raise ValueError("a stream claims at least one HF index")
         if self.hidden_size <= 0 or self.num_layers <= 0:
             raise ValueError("hidden_size and num_layers must be positive")
+        if self.num_layers > MAX_NUM_LAYERS:
+            raise ValueError(f"num_layers {self.num_layers} is more decoder layers than any model has "
+                             f"(at most {MAX_NUM_LAYERS}); give the target model's num_hidden_layers")
         bad = [i for i in self.hf_indices if not 0 <= i <= self.num_layers]
         if bad:
             raise ValueError(f"HF indices {bad} are outside 0..{self.num_layers}")

@@ -311,13 +311,25 @@ def _given_ids(layer_ids, config) -> tuple[list[int] | None, str]:
         raise BadInput("give the layer ids once: --layer-ids or --drafter-config, not both")
     if config is not None:
         ids, key = layer_ids_from_config(config)
+        _refuse_repeats(ids, f"{os.fspath(config)} {key}")
         return ids, f"from {os.fspath(config)} {key}"
     if layer_ids is not None:
         ids = [int(i) for i in layer_ids]
         if not ids or min(ids) < 0:
             raise BadInput(f"layer ids {ids}: give non-negative layer ids")
+        _refuse_repeats(ids, "--layer-ids")
         return ids, "as given"
     return None, ""
+
+
+def _refuse_repeats(ids: list[int], where: str) -> None:
+    """Each id names one slice of the files. SGLang (SpecForge's capture) and vLLM (speculators') capture
+    a repeated id once, so no file holds a slice per repeat: ids 1,1,1 were imported as three slices
+    all claiming HF[2], and every comparison of them was then wrong."""
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise BadInput(f"{where} {ids} repeats {', '.join(map(str, repeated))}: each id names one captured layer "
+                       "(the engines capture a repeated id once); give the ids the run used, each once")
 
 
 def _num_layers(fmt, ids, slices, num_layers, target_config) -> tuple[int, str]:
