@@ -78,6 +78,8 @@ def _foreign_sample(unit: Unit, path: str) -> AuditSample:
     mask = None
     if "loss_mask" in data and isinstance(data["loss_mask"], torch.Tensor):
         mask = as_token_ids(data["loss_mask"].ne(0), path, "loss_mask")
+        if len(mask) != len(tokens):  # the padding and coverage checks pair them token by token
+            raise BadInput(f"{path}: loss_mask holds {len(mask)} tokens but input_ids holds {len(tokens)}")
     keys = {"specforge": {"aux": "aux_hidden_state", "final": "hidden_state"},
             "specforge-online": {"aux": "hidden_state", "final": "target"},
             "eagle": {"final": "hidden_state"}}[layout]
@@ -139,6 +141,8 @@ def _as_2d(value, path: str, key: str) -> torch.Tensor:
         raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}; expected [S, W] (plus a batch of 1)")
     if value.shape[1] == 0:
         raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}: a state with no channels")
+    if value.shape[0] == 0:  # its slices cannot be told from its width by a reshape of no rows
+        raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}: no rows, a sample with no tokens")
     return value
 
 

@@ -70,6 +70,12 @@ def load_torch_dict(path: str, mmap: bool = True) -> dict:
         raise BadInput(f"{path}: not a torch.save file ({first_line(exc)})") from None
     if not isinstance(data, dict):
         raise BadInput(f"{path}: holds a {type(data).__name__}, not the dict of tensors a hidden-state dump saves")
+    for key, value in data.items():
+        # weights_only lets sparse (and quantized) tensors through; every reader after this one slices
+        # and reshapes dense storage, and failed on them deep inside torch (an internal error).
+        if isinstance(value, torch.Tensor) and value.layout != torch.strided:
+            raise BadInput(f"{path}: {key} is a {str(value.layout).removeprefix('torch.')} tensor; "
+                           "hidden-state dumps hold dense tensors (save it with .to_dense())")
     return data
 
 
