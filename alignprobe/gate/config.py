@@ -104,16 +104,12 @@ class GateConfig:
 
 def load_config(path: str | os.PathLike) -> GateConfig:
     """Read a gate TOML file; relative paths are taken from the file's folder."""
-    import tomllib
+    from alignprobe.safe_json import loads_toml
+    from alignprobe.safe_paths import read_input_bytes
 
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read the gate config ({exc.strerror})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{path}: not valid TOML ({exc})") from None
+    # the one reader of outside text: not UTF-8, nested too deeply, nan or inf are one line each
+    raw = loads_toml(read_input_bytes(path, "gate config"), path)
     base = os.path.dirname(os.path.abspath(path))
     return config_from_dict(raw, base, where=path)
 
@@ -146,7 +142,27 @@ def _section(cls, raw: Any, name: str, where: str, skip: tuple[str, ...] = ()):
     if unknown:
         label = f"[{name}]" if name else "the top level"
         raise BadInput(f"{where}: unknown key(s) {', '.join(unknown)} in {label}; known: {', '.join(sorted(known))}")
+    for key, value in raw.items():
+        _check_type(cls, key, value, name, where)
     return cls(**raw)
+
+
+# What TOML may hold for each kind of field (the annotations are strings: `from __future__ import annotations`).
+# A path given as a number or a list reached os.path as it was and ended in an internal error.
+_TOML_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list[int]": (list,),
+               "dict[str, Any]": (dict,)}
+_LAYER_FIELDS = ("layers", "aux_layers")  # "all", "eagle3", "2,30,58" or [2, 30, 58] (layer_list)
+
+
+def _check_type(cls, key: str, value: Any, section: str, where: str) -> None:
+    annotation = {f.name: f.type for f in dataclasses.fields(cls)}[key]
+    kinds = (str, list) if key in _LAYER_FIELDS else _TOML_TYPES[str(annotation).replace(" | None", "")]
+    is_bool = isinstance(value, bool)
+    if not isinstance(value, kinds) or (is_bool and bool not in kinds):
+        wanted = " or ".join({str: "a string", int: "an integer", float: "a number", bool: "true or false",
+                              list: "a list", dict: "a table"}[k] for k in kinds)
+        label = f"{section}.{key}" if section else key
+        raise BadInput(f"{where}: {label} is {value!r}, expected {wanted}")
 
 
 def layer_list(value: Any, what: str) -> str | list[int] | None:
