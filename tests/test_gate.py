@@ -125,7 +125,7 @@ def test_gate_library_call_and_flags_only(model, model_dir, prompts, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--model", "nowhere", "--prompts", "p.jsonl"], "give exactly one serve source"),
     (["--sglang-url", "http://127.0.0.1:9"], "train.model and train.prompts missing"),
-    (["--config", "absent.toml"], "cannot read the gate config"),
+    (["--config", "absent.toml"], "no such gate config"),
 ])
 def test_gate_bad_input_writes_error_json(tmp_path, args, message):
     path = tmp_path / "result.json"
