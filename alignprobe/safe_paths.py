@@ -35,6 +35,8 @@ def _stat(path: str, what: str) -> os.stat_result:
         if exc.errno == errno.ELOOP:
             raise BadInput(f"{path}: a symlink loop, not a {what}; point at the real file") from None
         raise BadInput(f"{path}: cannot use it as the {what} ({exc.strerror})") from None
+    except ValueError:  # a NUL byte: from a config file or a notebook, never from a shell
+        raise BadInput(f"{path!r}: holds a NUL byte, which no file name can; give the {what}'s path") from None
 
 
 def _kind(mode: int) -> str:
@@ -96,7 +98,7 @@ def refuse_overlap(outputs: Mapping[str, str | os.PathLike | None], inputs: Mapp
     for out_flag, out in outputs.items():
         if out is None:
             continue
-        refuse_empty(out, out_flag)
+        refuse_unusable_name(out, out_flag)
         out_real = _real(out)
         owned = [out_real, out_real + ".partial", out_real + ".tmp"]
         for in_flag, in_real in resolved_inputs:
@@ -121,17 +123,20 @@ def _inside(child: str, folder: str) -> bool:
     return child.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def refuse_empty(path: str | os.PathLike, flag: str) -> None:
+def refuse_unusable_name(path: str | os.PathLike, flag: str) -> None:
     """An empty output path (``--out ""``, an unset shell variable) is refused before any work: it named
-    no file, yet some writers took it as the current folder and others failed only after the work."""
+    no file, yet some writers took it as the current folder and others failed only after the work. A
+    NUL byte (possible from a config file, never from a shell) made the os calls raise ValueError."""
     if not os.fspath(path):
         raise BadOutputPath(f"{flag} is empty; give a path (an unset shell variable expands to nothing)")
+    if "\0" in os.fspath(path):
+        raise BadOutputPath(f"{flag} {os.fspath(path)!r}: holds a NUL byte, which no file name can; give a path")
 
 
 def output_folder(path: str | os.PathLike, flag: str) -> str:
     """An output folder that exists as a folder or can be made: one line if it cannot."""
     path = os.fspath(path)
-    refuse_empty(path, flag)
+    refuse_unusable_name(path, flag)
     if os.path.exists(path) and not os.path.isdir(path):
         raise BadOutputPath(f"{flag} {path}: exists and is not a folder; choose a folder")
     try:
@@ -167,7 +172,7 @@ def write_text_atomic(path: str | os.PathLike, text: str, flag: str = "output") 
 def output_file(path: str | os.PathLike, flag: str) -> str:
     """An output file path that can be written: not a folder, not a device or FIFO, its folder exists."""
     path = os.fspath(path)
-    refuse_empty(path, flag)
+    refuse_unusable_name(path, flag)
     if os.path.isdir(path):
         raise BadOutputPath(f"{flag} {path}: is a folder; give a file path")
     if os.path.lexists(path):

@@ -70,11 +70,12 @@ def _refuse_bad_paths(paths, json_path, report_dir, junit_path) -> None:
     """An output (the report's files, its resume journal) over or inside an audited path: one line,
     before anything is read or written (safe_paths)."""
     from alignprobe.audit.render.writer import REPORT_NAMES
-    from alignprobe.safe_paths import output_file, refuse_overlap
+    from alignprobe.safe_paths import output_file, refuse_overlap, refuse_unusable_name
 
     outputs = {"--json": output_file(json_path, "--json") if json_path is not None else None,
                "--junit": output_file(junit_path, "--junit") if junit_path is not None else None}
     if report_dir is not None:
+        refuse_unusable_name(report_dir, "--report")
         outputs.update({f"--report ({name})": os.path.join(report_dir, name) for name in REPORT_NAMES})
     outputs["the resume journal"] = _journal_path(json_path, report_dir)
     refuse_overlap(outputs, {f"audited {path}": path for path in paths})

@@ -17,11 +17,11 @@ def report(result_json: str, out_dir: str | None) -> None:
     from alignprobe.report.writer import write_report
 
     from alignprobe.report.writer import HTML_NAME, JSON_NAME, MARKDOWN_NAME
-    from alignprobe.safe_paths import refuse_empty, refuse_overlap
+    from alignprobe.safe_paths import refuse_unusable_name, refuse_overlap
 
     if out_dir is None:
         out_dir = os.path.dirname(os.path.abspath(result_json))
-    refuse_empty(out_dir, "--out")
+    refuse_unusable_name(out_dir, "--out")
     result = load_result(result_json)
     target = os.path.join(out_dir, JSON_NAME)
     # Never rewrite the file we were given; elsewhere, the folder gets the full set.

@@ -19,7 +19,7 @@ import time
 from typing import Callable
 
 from alignprobe.errors import BadInput
-from alignprobe.safe_paths import refuse_empty
+from alignprobe.safe_paths import refuse_unusable_name
 
 DEFAULT_OUT = "alignprobe-demo"
 MARKER = ".alignprobe-demo"  # marks a folder the demo made, so a rerun may replace its files
@@ -132,7 +132,7 @@ def run_demo(
 
 def _claim_folder(out_dir: str) -> str:
     """Use ``out_dir`` if it is new, empty, or an earlier demo's; never write into someone's folder."""
-    refuse_empty(out_dir, "--out")
+    refuse_unusable_name(out_dir, "--out")
     if os.path.exists(out_dir):
         if not os.path.isdir(out_dir):
             raise BadInput(f"{out_dir}: exists and is not a folder; give --out a new folder")

@@ -108,9 +108,9 @@ def run_gate(
 def _refuse_outputs_over_inputs(config: GateConfig) -> None:
     """The gate writes into ``config.out`` (and --json/--junit): never over or inside the model folder,
     the prompts, the policy or vLLM's files (safe_paths)."""
-    from alignprobe.safe_paths import refuse_empty, refuse_overlap
+    from alignprobe.safe_paths import refuse_unusable_name, refuse_overlap
 
-    refuse_empty(config.out, "--out")
+    refuse_unusable_name(config.out, "--out")
     outputs = {f"--out ({name})": os.path.join(config.out, name) for name in (TRAIN_NAME, SERVE_NAME, REPORT_NAME)}
     outputs.update({"--json": config.json or os.path.join(config.out, JSON_NAME), "--junit": config.junit})
     refuse_overlap(outputs, {"--model": config.train.model, "--prompts": config.train.prompts,
