@@ -17,6 +17,7 @@ import glob
 import os
 from typing import Any
 
+from alignprobe.accept.checkpoint_sizes import check_layer_sizes, check_weight_shapes, positive_float, positive_int, table
 from alignprobe.errors import BadInput
 from alignprobe.safe_json import load_json_file
 
@@ -110,7 +111,7 @@ def _read_weights(path: str) -> dict:
 
 def _specforge(path: str, config: dict, raw: dict) -> DrafterCheckpoint:
     weights = {("layer." + k[len("midlayer."):] if k.startswith("midlayer.") else k): v for k, v in raw.items()}
-    eagle = config.get("eagle_config") or {}
+    eagle = table(config, "eagle_config", path)
     ids, source = _layer_ids(config, eagle)
     return _finish(path, LAYOUT_SPECFORGE, config, config, weights, ids, source,
                    use_aux=bool(eagle.get("use_aux_hidden_state", True)),
@@ -123,8 +124,8 @@ def _speculators(path: str, config: dict, raw: dict) -> DrafterCheckpoint:
     if extra:
         raise BadInput(f"--drafter {path}: {len(extra)} weights of a second decoder layer ({extra[0]}): "
                        "only one-layer EAGLE-3 drafters are supported")
-    layer = config.get("transformer_layer_config") or config
-    ids, source = _layer_ids(config, config.get("eagle_config") or {})
+    layer = table(config, "transformer_layer_config", path) or config
+    ids, source = _layer_ids(config, table(config, "eagle_config", path))
     flags = {name: bool(config.get(name, False)) for name in ("norm_before_fc", "fc_norm", "norm_before_residual", "norm_output")}
     return _finish(path, LAYOUT_SPECULATORS, config, layer, weights, ids, source, use_aux=True, flags=flags)
 
@@ -145,25 +146,34 @@ def _finish(path, layout, config, layer, weights, ids, source, *, use_aux, flags
     for need in ("layer.self_attn.q_proj.weight", "norm.weight", "lm_head.weight"):
         if need not in weights:
             raise BadInput(f"--drafter {path}: the checkpoint lacks {need} (layout {layout})")
-    hidden = int(layer.get("hidden_size") or weights["norm.weight"].shape[0])
-    heads = int(layer.get("num_attention_heads") or 0)
-    if heads <= 0:
+    hidden = positive_int(layer, "hidden_size", int(weights["norm.weight"].shape[0]), path)
+    heads = positive_int(layer, "num_attention_heads", None, path)
+    if heads is None:
         raise BadInput(f"--drafter {path}: the config gives no num_attention_heads")
-    head_dim = int(layer.get("head_dim") or hidden // heads)
+    head_dim = positive_int(layer, "head_dim", hidden // heads, path)
+    kv_heads = positive_int(layer, "num_key_value_heads", heads, path)
+    if head_dim == 0:
+        raise BadInput(f"--drafter {path}: hidden_size {hidden} is smaller than num_attention_heads {heads}")
+    check_layer_sizes(layer, path)
+    check_weight_shapes(weights, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, path=path)
+    target_hidden = (positive_int(config, "target_hidden_size", None, path) or positive_int(layer, "target_hidden_size", None, path)
+                     or hidden)
     d2t = weights.pop("d2t", None)
     t2d = weights.pop("t2d", None)
     draft_vocab = int(weights["lm_head.weight"].shape[0])
     target_vocab = config.get("target_vocab_size") or (t2d.numel() if t2d is not None else None)
     if target_vocab is None and d2t is None:
-        target_vocab = int(layer.get("vocab_size") or draft_vocab)
+        target_vocab = positive_int(layer, "vocab_size", draft_vocab, path)
+    elif target_vocab is not None and not isinstance(target_vocab, int):
+        target_vocab = positive_int(config, "target_vocab_size", None, path)
     return DrafterCheckpoint(
         path=path, layout=layout, config=config, weights=weights,
         d2t=None if d2t is None else d2t.long(), t2d=None if t2d is None else t2d.bool(),
         layer_ids=ids, layer_ids_source=source, use_aux_hidden_state=use_aux,
         norm_before_fc=flags.get("norm_before_fc", False), fc_norm=flags.get("fc_norm", False),
         norm_before_residual=flags.get("norm_before_residual", False), norm_output=flags.get("norm_output", False),
-        hidden_size=hidden, target_hidden_size=int(config.get("target_hidden_size") or layer.get("target_hidden_size") or hidden),
-        num_heads=heads, num_kv_heads=int(layer.get("num_key_value_heads") or heads), head_dim=head_dim,
-        rms_norm_eps=float(layer.get("rms_norm_eps", 1e-6)), draft_vocab_size=draft_vocab,
+        hidden_size=hidden, target_hidden_size=target_hidden,
+        num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
+        rms_norm_eps=positive_float(layer, "rms_norm_eps", 1e-6, path), draft_vocab_size=draft_vocab,
         target_vocab_size=None if target_vocab is None else int(target_vocab), layer_config=dict(layer),
     )

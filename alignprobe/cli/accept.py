@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from alignprobe.cli.options import FINITE, FINITE_NONNEGATIVE, MAX_DRAFT_TOKENS
 from alignprobe.errors import EXIT_FAIL, EXIT_PASS
 from alignprobe.safe_paths import output_file, refuse_overlap, write_text_atomic
 
@@ -16,9 +17,9 @@ from alignprobe.safe_paths import output_file, refuse_overlap, write_text_atomic
 @click.option("--target", type=click.Path(), help="Target model folder: its embedding and LM head are read from the "
               "safetensors (only those tensors). Needed when the drafter has no embedding; it also limits scoring "
               "to the target's own greedy tokens and enables --temperature.")
-@click.option("--num-draft-tokens", "-k", default=3, show_default=True, type=click.IntRange(min=1),
+@click.option("--num-draft-tokens", "-k", default=3, show_default=True, type=click.IntRange(1, MAX_DRAFT_TOKENS),
               help="Draft chain length (the engine's num_speculative_tokens).")
-@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
+@click.option("--temperature", default=0.0, show_default=True, type=FINITE_NONNEGATIVE,
               help="Also predict rejection-sampling acceptance at this temperature (needs --target).")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Run the drafter on at most this many token rows per side.")
 @click.option("--score-from", default=0, show_default=True, type=click.IntRange(min=0), metavar="POS",
@@ -26,7 +27,7 @@ from alignprobe.safe_paths import output_file, refuse_overlap, write_text_atomic
               "the prompt length - 1, where an engine starts drafting).")
 @click.option("--no-explain", is_flag=True, help="Skip the comparison that names the finding behind a loss.")
 @click.option("--json", "json_path", type=click.Path(), help="Write the AcceptResult here.")
-@click.option("--fail-cost", default=None, type=float, metavar="AL",
+@click.option("--fail-cost", default=None, type=FINITE, metavar="AL",
               help="Exit 1 when serving costs more than this accept length (default: exit 1 only on a drafter error).")
 @click.option("--device", default="cpu", show_default=True, help="Torch device the drafter runs on.")
 def accept(drafter, train_dump, serve_dump, target, num_draft_tokens, temperature, max_tokens, score_from, no_explain,

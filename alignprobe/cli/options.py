@@ -31,3 +31,32 @@ SECONDS = _Seconds()
 # --num-layers: a model's decoder layer count; beyond the schema's bound it is a typo (an extra 0) or
 # an id pasted in its place, and code walking 0..N ran out of memory on 99999999999999999999.
 NUM_LAYERS = click.IntRange(1, MAX_NUM_LAYERS)
+
+
+class _Finite(click.ParamType):
+    """A finite number, at least ``minimum`` when one is given: click's FloatRange and ``float`` let
+    ``nan`` and ``inf`` through (accept --temperature nan ran and passed; --fail-cost nan always failed)."""
+
+    name = "NUMBER"
+
+    def __init__(self, minimum: float | None = None):
+        self.minimum = minimum
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.minimum is not None and number < self.minimum:
+            self.fail(f"{value!r} is below {self.minimum:g}", param, ctx)
+        return number
+
+
+FINITE = _Finite()
+FINITE_NONNEGATIVE = _Finite(minimum=0.0)
+
+# --num-draft-tokens: engines draft a handful of tokens a step (SGLang and vLLM configs use 1-10);
+# 99999999999999999999 overflowed torch's index type inside the chain (an internal error).
+MAX_DRAFT_TOKENS = 64
