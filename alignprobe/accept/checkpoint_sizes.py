@@ -68,6 +68,9 @@ def check_weight_shapes(weights: dict, *, hidden: int, heads: int, kv_heads: int
     }
     optional_norms = ("layer.input_layernorm.weight", "layer.hidden_norm.weight", "layer.post_attention_layernorm.weight")
     expected.update({name: (hidden,) for name in optional_norms if name in weights})
+    # fc is [H, taps x target H]: how many taps is the width checks' to judge (a finding, not a refusal)
+    expected.update({name: shape for name, shape in (("fc.weight", (hidden, None)), ("embed_tokens.weight", (None, hidden)))
+                     if name in weights})
     for name, shape in expected.items():
         if name not in weights:
             raise BadInput(f"--drafter {path}: the checkpoint lacks {name.replace('layer.', 'the decoder layer ', 1)}")
