@@ -268,6 +268,7 @@ def load_hf_model(
     transformers = _import_transformers()
     if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, "config.json")):
         raise BadInput(f"{path}: not a local model directory (no config.json); give the folder of a saved model")
+    _check_layer_count(path)
     torch_dtype = parse_dtype(dtype)
     target = checked_device(device) if device is not None else None
     _quiet_transformers(transformers, quiet)
@@ -290,6 +291,25 @@ def load_hf_model(
 
 
 # -- plumbing ------------------------------------------------------------------------------------
+
+
+def _check_layer_count(path: str) -> None:
+    """num_hidden_layers read before transformers builds the model: 100000 (a typo, a damaged config)
+    had it build layers for minutes with no end in sight, and -1 surfaced as an aux-layer error."""
+    from alignprobe.dump.schema import MAX_NUM_LAYERS
+    from alignprobe.safe_json import load_json_file
+
+    config_path = os.path.join(path, "config.json")
+    config = load_json_file(config_path, "model config.json")
+    if not isinstance(config, dict):
+        raise BadInput(f"{config_path}: a model config is a JSON object, got {type(config).__name__}")
+    for section, where in ((config, ""), (config.get("text_config"), "text_config.")):
+        if not isinstance(section, dict) or "num_hidden_layers" not in section:
+            continue
+        n = section["num_hidden_layers"]
+        if isinstance(n, int) and not isinstance(n, bool) and not 1 <= n <= MAX_NUM_LAYERS:
+            raise BadInput(f"{config_path}: {where}num_hidden_layers is {n}, not a model's layer count "
+                           f"(1..{MAX_NUM_LAYERS}); the config is damaged or of another model")
 
 
 def _quiet_transformers(transformers, quiet: bool) -> None:

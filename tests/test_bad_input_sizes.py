@@ -79,3 +79,23 @@ def test_import_refuses_repeated_layer_ids(world, tmp_path, system, ids):
     config.write_text('{"eagle_config": {"eagle_aux_hidden_state_layer_ids": [%s]}}' % ids)
     assert_refused(["import", world[system], "--drafter-config", config, "--num-layers", "8", "--out", out, "--quiet"],
                    [world["folder"], config], match="repeats")
+
+
+@pytest.mark.parametrize("layers, nested", [(100000, False), (10**9, True), (-1, False), (0, True)])
+def test_a_model_config_with_a_layer_count_no_model_has(world, tmp_path, layers, nested):
+    """capture hf built 100000 layers for minutes (no end in sight) before this check; the config alone
+    is read, so the folder needs no weights."""
+    import json
+
+    model = tmp_path / "model"
+    model.mkdir()
+    config = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4, "vocab_size": 64}
+    if nested:
+        config["text_config"] = {"num_hidden_layers": layers}
+    else:
+        config["num_hidden_layers"] = layers
+    (model / "config.json").write_text(json.dumps(config))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"input_ids": [1, 2, 3]}\n')
+    assert_refused(["capture", "hf", "--model", model, "--prompts", prompts, "--out", tmp_path / "o.h5", "--quiet"],
+                   [model, prompts], match="num_hidden_layers is")
