@@ -59,6 +59,10 @@ def list_files(from_dir: str | os.PathLike) -> list[str]:
     return files
 
 
+# What the connector writes: the model's dtype (vLLM runs bfloat16, float16 or float32).
+STORED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
 def read_tokens(path: str) -> list[int]:
     """Only the token ids of one file (cheap: safetensors reads tensors on demand)."""
     with _SafeFile(path) as f:
@@ -77,6 +81,12 @@ def read_states(path: str, num_tokens: int, num_ids: int) -> torch.Tensor:
         states = f.get_tensor(KEY_STATES)
     if states.ndim != 3:
         raise BadInput(f"{path}: hidden_states has shape {tuple(states.shape)}, expected [S, L, H]")
+    if states.dtype not in STORED_DTYPES:
+        # the connector saves the model's dtype; anything else reached the dump writer (an internal error)
+        hint = (" (FP8 states with hidden_states_scales are speculators' FP8 backend: `alignprobe import` dequantizes them)"
+                if states.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else "")
+        raise BadInput(f"{path}: hidden_states is {str(states.dtype).removeprefix('torch.')}, not the bfloat16, float16 "
+                       f"or float32 states vLLM's connector writes{hint}")
     if states.shape[0] > num_tokens:
         # which row is which token cannot be told: nothing of the file can be compared
         raise BadInput(f"{path}: hidden_states has {states.shape[0]} rows for {num_tokens} token ids")
@@ -84,7 +94,7 @@ def read_states(path: str, num_tokens: int, num_ids: int) -> torch.Tensor:
     # placed at the end and marked, as are NaN / Inf rows (probes/returned_rows.py).
     if states.shape[1] != num_ids:
         raise BadInput(
-            f"{path}: hidden_states holds {states.shape[1]} layers but {num_ids} layer ids were given: "
+            f"{path}: hidden_states holds {states.shape[1]} layers but {num_ids} distinct layer ids were given: "
             "pass the eagle_aux_hidden_state_layer_ids the server ran with"
         )
     return states

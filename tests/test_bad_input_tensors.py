@@ -110,3 +110,27 @@ def test_two_wrong_entries_and_a_missing_one(tmp_path_factory, first, second, dr
     record.pop(drop, None)
     tmp_path = tmp_path_factory.mktemp("t2")
     check_every_command(folder_with(tmp_path, record), tmp_path)
+
+
+@FUZZ
+@given(dtype=st.sampled_from(DTYPES + [torch.float8_e4m3fn, torch.float8_e5m2, torch.float32]), which=st.integers(0, 2))
+def test_vllm_connector_files_of_any_dtype(tmp_path_factory, dtype, which):
+    """capture vllm --from-dir: states of a dtype the connector never writes (int, bool, float64, FP8
+    without the import's dequantization) reached the dump writer as an internal error."""
+    from safetensors.torch import save_file
+
+    folder = tmp_path_factory.mktemp("v")
+    for i in range(3):
+        states = torch.randn(S, 4, H)
+        if i == which:
+            states = (states * 4).to(dtype) if not dtype.is_complex else torch.zeros(S, 4, H, dtype=dtype)
+        save_file({"hidden_states": states, "token_ids": torch.arange(1, S + 1) + i}, str(folder / f"req-{i}.safetensors"))
+    out = tmp_path_factory.mktemp("o") / "serve.h5"
+    args = ["capture", "vllm", "--from-dir", folder, "--layer-ids", "2,4,5,8", "--num-layers", "8", "--out", out, "--quiet"]
+    before = fingerprints([folder])
+    result = invoke(args)
+    if dtype == torch.float32:
+        assert result.exit_code == 0, result.stderr
+    else:  # another float dtype than the other files: refused as a folder of mixed runs
+        assert "hidden_states is" in assert_one_line(result, 2)
+    assert fingerprints([folder]) == before

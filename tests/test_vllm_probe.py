@@ -132,7 +132,7 @@ def test_aux_only_when_n_is_not_among_the_ids(model, prompts, train_dump, tmp_pa
 
 
 def test_layer_count_that_disagrees_with_the_ids(vllm_dir, tmp_path):
-    with pytest.raises(BadInput, match="holds 4 layers but 3 layer ids"):
+    with pytest.raises(BadInput, match="holds 4 layers but 3 distinct layer ids"):
         capture_vllm_files(vllm_dir, tmp_path / "s.h5", layer_ids=[2, 4, 5], num_layers=N, progress=False)
 
 
