@@ -95,16 +95,27 @@ def refuse_overlap(outputs: Mapping[str, str | os.PathLike | None], inputs: Mapp
     owns ``<out>.partial/`` and ``<out>.tmp``, so those are checked too.
     """
     resolved_inputs = [(flag, _real(p)) for flag, p in inputs.items() if p is not None]
+    claimed: dict[str, str] = {}  # real path -> the output flag that writes it
     for out_flag, out in outputs.items():
         if out is None:
             continue
         refuse_unusable_name(out, out_flag)
         out_real = _real(out)
+        _refuse_shared_output(claimed, out_flag, out_real, os.fspath(out))
         owned = [out_real, out_real + ".partial", out_real + ".tmp"]
         for in_flag, in_real in resolved_inputs:
             for candidate in owned:
                 if candidate == in_real or _inside(candidate, in_real):
                     raise BadOutputPath(_overlap_line(out_flag, os.fspath(out), in_flag, in_real, candidate))
+
+
+def _refuse_shared_output(claimed: dict[str, str], out_flag: str, out_real: str, out: str) -> None:
+    """Two outputs on one path: the later overwrote the earlier (``--json o.json --junit o.json`` left
+    JUnit XML where a pipeline reads the result). The same record twice (``--json R/result.json
+    --report R``, whose result.json is that record) is no conflict."""
+    other = claimed.setdefault(out_real, out_flag)
+    if other != out_flag and not all(f == "--json" or f.endswith("(result.json)") for f in (other, out_flag)):
+        raise BadOutputPath(f"{out_flag} {out} is also the {other} output; one would overwrite the other: give each its own path")
 
 
 def _overlap_line(out_flag: str, out: str, in_flag: str, in_real: str, candidate: str) -> str:
