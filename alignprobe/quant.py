@@ -89,6 +89,9 @@ def fake_quantize(weight: torch.Tensor, scheme: str, group_size: int = 128, *, i
 
 def _int_round_trip(w: torch.Tensor, qmax: int, group_size: int) -> torch.Tensor:
     columns = w.shape[-1]
+    # A group wider than the row is the whole row (one scale per output channel, the same numbers):
+    # padding the row out to it allocated rows x group_size, and 99999999999999999999 overflowed pad().
+    group_size = min(group_size, max(columns, 1))
     pad = (-columns) % group_size
     # Zero padding never raises a group's max|w|, so the short last group keeps its own scale.
     padded = torch.nn.functional.pad(w, (0, pad))

@@ -99,3 +99,18 @@ def test_a_model_config_with_a_layer_count_no_model_has(world, tmp_path, layers,
     prompts.write_text('{"input_ids": [1, 2, 3]}\n')
     assert_refused(["capture", "hf", "--model", model, "--prompts", prompts, "--out", tmp_path / "o.h5", "--quiet"],
                    [model, prompts], match="num_hidden_layers is")
+
+
+@pytest.mark.parametrize("scheme", ["int4", "int8"])
+def test_a_quant_group_wider_than_the_row_is_the_whole_row(scheme):
+    """capture hf --simulate-quant int4 --group-size 99999999999999999999 was an internal error (pad()
+    overflowed), and 10**6 padded every weight out to a million columns; one scale a row is the same."""
+    import torch
+
+    from alignprobe.quant import fake_quantize
+
+    w = torch.randn(8, 48, generator=torch.Generator().manual_seed(0))
+    whole_row = fake_quantize(w, scheme, 48)
+    for group in (49, 10**6, 99999999999999999999):
+        assert torch.equal(fake_quantize(w, scheme, group), whole_row)
+    assert not torch.equal(fake_quantize(w, scheme, 16), whole_row)  # narrower groups do differ
