@@ -37,6 +37,8 @@ DEFAULT_SEVERITY = {
     "channel_scale": "error",
     "rotated": "error",
     "unexplained": "error",
+    "channels_permuted": "error",  # a tensor-parallel gather out of rank order
+    "saturated": "error",  # values clipped by a narrow format without a fitting scale
     # the inputs themselves
     "same_dump": "error",
     "dumps_swapped": "error",

@@ -37,6 +37,14 @@ FIXES = {
                      "residual multiplier, a dequantization scale left out. Find where one side multiplies."),
     "channel_scale": ("channel_scale", "A norm weight applied on one side only (pre- vs post-norm state, a "
                       "norm_before_fc-style flag): capture both sides at the same point of the norm."),
+    "channel_permutation": ("channels_permuted", "The serve state's channels are the training ones in blocks of H/t, "
+                            "in another order: a tensor-parallel all-gather concatenated the ranks' shards out of rank "
+                            "order (the evidence gives which train block each serve block is). Gather the shards in "
+                            "rank order (or capture with tensor parallelism 1 to confirm)."),
+    "saturated": ("saturated", "Values are clipped at +-limit: the serve side casts or stores the states in a narrow "
+                  "format (FP8 E4M3 saturates at 448) without a scale that fits their range, or with one calibrated "
+                  "on smaller states. Store them with a per-tensor or per-row scale (as speculators' FP8 connector "
+                  "writes hidden_states_scales), or in bfloat16."),
     "rotation": ("rotated", "The serve states are a rotation of the training ones (QuaRot / SpinQuant rotations "
                  "folded into one side's weights): capture training from the rotated model, or un-rotate "
                  "before the drafter."),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from alignprobe.compare.explain.base import ExplainRows, Explanation
+from alignprobe.compare.explain.channel_permutation import ChannelPermutation
 from alignprobe.compare.explain.channel_scale import ChannelScale
 from alignprobe.compare.explain.drift import Drift
 from alignprobe.compare.explain.duplicate_tap import DuplicateTap
@@ -24,6 +25,7 @@ from alignprobe.compare.explain.nothing_fits import NothingFits
 from alignprobe.compare.explain.residual_split import ResidualSplit
 from alignprobe.compare.explain.rotation import Rotation
 from alignprobe.compare.explain.row_shift import RowShift
+from alignprobe.compare.explain.saturated import Saturated
 from alignprobe.compare.explain.scalar_scale import ScalarScale
 from alignprobe.compare.result import ExplanationFit, SliceExplanation
 
@@ -35,6 +37,8 @@ EXPLANATIONS: tuple[Explanation, ...] = (
     ForeignRows(),
     ResidualSplit(),
     ScalarScale(),
+    ChannelPermutation(),
+    Saturated(),
     ChannelScale(),
     Rotation(),
     Drift(),
@@ -44,7 +48,9 @@ EXPLANATIONS: tuple[Explanation, ...] = (
 
 # Explanations that fit a continuous transform of the expected slice (a factor, a weight a channel,
 # a rotation): each can absorb part of any difference, numeric drift included.
-TRANSFORMS = ("scalar_scale", "channel_scale", "rotation")
+# channel_permutation is no continuous transform, but is tried only where identity does not fit: a
+# permutation that moves any block moves the states far past the tolerance, so it could not win there.
+TRANSFORMS = ("scalar_scale", "channel_scale", "rotation", "channel_permutation")
 # A more complex fit replaces a simpler one that also fits when its held-out rel-RMS is at most this
 # fraction of the simpler one's: it leaves at most a quarter of the residual energy, so what the
 # simpler one left was mostly a systematic difference the other explains, not noise both share. On
