@@ -31,10 +31,10 @@ from alignprobe.dump.marks import SampleMark
 
 # name -> (builder, layers, hidden, seed, train steps, aux HF indices, prompts (count, seed, min, max))
 MODELS = {
-    "llama": ("llama", 7, 96, 53, 15, (2, 3, 4), (8, 61, 40, 100)),
-    "deepseek_v3": ("deepseek_v3", 9, 48, 59, 8, (2, 4, 6), (7, 67, 36, 90)),
+    "llama": ("llama", 7, 96, 53, 15, (2, 3, 4), (8, 61, 48, 130)),
+    "deepseek_v3": ("deepseek_v3", 9, 48, 59, 8, (2, 4, 6), (7, 67, 44, 120)),
 }
-CHUNK = 16  # the serve engine's chunked-prefill size, in tokens
+CHUNK = 32  # the serve engine's chunked-prefill size, in tokens
 TP = 4  # tensor-parallel ranks whose channel blocks are gathered
 BOS = 1  # the token id the train side's tokenizer puts first (the serve side's does not)
 TEMPLATE = (3, 7, 11, 5, 9, 2, 13, 4, 6, 8, 10, 12)  # a chat template's header, train side only

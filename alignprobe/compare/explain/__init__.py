@@ -16,6 +16,7 @@ import math
 from alignprobe.compare.explain.base import ExplainRows, Explanation
 from alignprobe.compare.explain.channel_permutation import ChannelPermutation
 from alignprobe.compare.explain.channel_scale import ChannelScale
+from alignprobe.compare.explain.displaced_rows import DisplacedRows
 from alignprobe.compare.explain.drift import Drift
 from alignprobe.compare.explain.duplicate_tap import DuplicateTap
 from alignprobe.compare.explain.foreign_rows import ForeignRows
@@ -35,6 +36,7 @@ EXPLANATIONS: tuple[Explanation, ...] = (
     IndexOffset(),
     RowShift(),
     ForeignRows(),
+    DisplacedRows(),
     ResidualSplit(),
     ScalarScale(),
     ChannelPermutation(),
@@ -51,6 +53,10 @@ EXPLANATIONS: tuple[Explanation, ...] = (
 # channel_permutation is no continuous transform, but is tried only where identity does not fit: a
 # permutation that moves any block moves the states far past the tolerance, so it could not win there.
 TRANSFORMS = ("scalar_scale", "channel_scale", "rotation", "channel_permutation")
+# ... and displaced_rows, a search over every run's source: where identity fits, the rows are in place,
+# and a displaced run would move the states far past the tolerance (about half the cost of every clean
+# comparison's explanations otherwise).
+SKIPPED_WHERE_IDENTITY_FITS = TRANSFORMS + ("displaced_rows",)
 # A more complex fit replaces a simpler one that also fits when its held-out rel-RMS is at most this
 # fraction of the simpler one's: it leaves at most a quarter of the residual energy, so what the
 # simpler one left was mostly a systematic difference the other explains, not noise both share. On
@@ -95,7 +101,7 @@ def choose(tried: list[ExplanationFit], tolerance: float) -> ExplanationFit:
 def explain_slice(rows: ExplainRows, j: int, stream: str, explanations=EXPLANATIONS) -> SliceExplanation:
     tried: list[ExplanationFit] = []
     for e in sorted(explanations, key=lambda e: e.complexity):
-        if e.name in TRANSFORMS and any(f.name == "identity" and f.fits for f in tried):
+        if e.name in SKIPPED_WHERE_IDENTITY_FITS and any(f.name == "identity" and f.fits for f in tried):
             # Where identity fits, no continuous transform can win (choose() keeps one only if it improves
             # on identity by more than the tolerance, more than identity leaves) nor be the runner-up
             # (drift, which predicts what identity does, fits then too): fitting them only cost time,
