@@ -1,15 +1,16 @@
 """Rows displaced in runs: each run of consecutive serve rows is a run of train rows at the HF index
-expected, but from other positions (a block of the same sample, or of another sample). The shapes of
-chunked prefill and of a prefix cache: an engine that returns only the last chunk, the capture pairing
-it with the prompt's first tokens (every row displaced by the chunks before it: a shift of its own in
-each sample, far past row_shift's few positions); chunks stitched in another order (slime #1871: an
-all-gather reshuffle of token order); a prefix-cache hit whose rows never computed hold the previous
-request's rows (vLLM #44485, SGLang PR #30177).
+expected, but from other positions of the same sample, or from another sample at the same positions.
+The shapes of chunked prefill and of a prefix cache: chunks stitched in another order (slime #1871: an
+all-gather reshuffle of token order), a block moved by a chunk's length (far past row_shift's few
+positions), a prefix-cache hit whose rows never computed hold the previous request's rows (vLLM #44485,
+SGLang PR #30177).
 
 Fitted honestly: the source of each FIT run (which sample, which offset) is chosen on that run's own
-rows; a held-out run is predicted with the source of the fit run before it in its sample (the block
-it continues), else the one after, and never chooses its own. A run of rows that only drifts keeps its
-own rows as source (another position's state is far off), so drift is not explained away.
+rows; a held-out run is predicted with the source of the fit runs around it in its sample (the block
+it continues) when they agree and are each one block whole, and is left out of the score (counted)
+when they are not: which runs are left out is decided by the fit runs alone. A run of rows that only
+drifts keeps its own rows as source (another position's state is far off), so drift is not explained
+away.
 """
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ class DisplacedRows:
                 for r in np.unique(run[fit_rows]):
                     here = np.flatnonzero(run[fit_rows] == r)
                     pos = rows.position[fit_rows[here]]
-                    offsets = rows.position[theirs] - pos[0]
+                    # Another sample's rows only at the same positions (a stale buffer, SGLang #32089's flat
+                    # reading is foreign_rows'): at any offset, a search over every run of every sample
+                    # found look-alikes on a tiny Llama whose synthetic corpus repeats n-grams across
+                    # samples (a last chunk whose real rows were not read fitted another sample's run
+                    # at 0.061, under the tolerance: tests/holdout3_cases.py chunk_last_at_start).
+                    offsets = rows.position[theirs] - pos[0] if t == s else np.zeros(1, dtype=np.int64)
                     at = pos[:, None] + offsets[None, :]
                     inside = (at >= 0) & (at < len(column))
                     col = np.where(inside, column[np.clip(at, 0, len(column) - 1)], -1)
@@ -77,13 +83,17 @@ class DisplacedRows:
             return None  # every fit run is its own rows: nothing displaced
         predicted = a.copy()
         fit_source = {r: (t, o) for r, (t, o, _) in source.items()}
+        # a held-out run continues only fit runs that are one block whole: a fit run across a boundary
+        # (its rows not all from its source) says nothing of the block next to it (at a sample's first
+        # run, with one neighbour only, that had put 8 held-out rows at the wrong offset)
+        whole = {r: (t, o) for r, (t, o, total) in source.items() if np.sqrt(total) <= rows.tolerance}
         keep = np.ones(len(b), dtype=bool)  # rows scored: all but held-out runs at a block boundary
         for r in np.unique(run):
             where = np.flatnonzero(run == r)
             s = int(rows.sample[where[0]])
             chosen = fit_source.get(int(r))
             if chosen is None:
-                chosen = _neighbour(fit_source, run, rows, where, s)
+                chosen = _neighbour(whole, fit_source, run, rows, where, s)
                 if chosen is None:  # the fit runs around it disagree: a boundary lies inside, not known
                     keep[where] = False
                     continue
@@ -140,16 +150,19 @@ def _runs(rows: ExplainRows) -> np.ndarray:
     return out
 
 
-def _neighbour(fit_source: dict, run: np.ndarray, rows: ExplainRows, where: np.ndarray, s: int):
+def _neighbour(whole: dict, fit_source: dict, run: np.ndarray, rows: ExplainRows, where: np.ndarray, s: int):
     """The source of the fit runs around this held-out run in its sample (the block it continues), when
-    they agree (or only one exists); None when they disagree: a block boundary lies between them, at a
-    place only the held-out rows themselves could tell."""
+    they agree (or only one exists) and each is a block whole (``whole``); None when they disagree, or a
+    neighbour is no block whole: a block boundary lies there, at a place only the held-out rows
+    themselves could tell."""
     found = []
     for r in (int(run[where[0]]) - 1, int(run[where[-1]]) + 1):
         if r in fit_source:
             other = np.flatnonzero(run == r)
             if len(other) and int(rows.sample[other[0]]) == s:
-                found.append(fit_source[r])
+                if r not in whole:
+                    return None
+                found.append(whole[r])
     if not found or any(f != found[0] for f in found):
         return None
     return found[0]
