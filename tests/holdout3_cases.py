@@ -64,6 +64,12 @@ def _bf16_bits_as_fp16(x: np.ndarray) -> np.ndarray:
     return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(torch.bfloat16).view(torch.float16).float().numpy()
 
 
+def _fp16_bits_as_bf16(x: np.ndarray) -> np.ndarray:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(torch.float16).view(torch.bfloat16).float().numpy()
+
+
 def _fp8_no_scale(x: np.ndarray, scale: float = 1.0) -> np.ndarray:
     """``x * scale`` cast to float8_e4m3fn, saturating at +-448 (no per-tensor scale to fit the range),
     read back divided by ``scale``."""
@@ -173,6 +179,8 @@ def holdout3_paths(name: str) -> dict[str, str]:
     # -- numbers -------------------------------------------------------------------------------------
     write("bf16_bits_as_fp16", {"hidden_states": claim(dtype="float16")},
           lambda i: {"hidden_states": _bf16_bits_as_fp16(taps()(i)["hidden_states"])}, dtype="float16")
+    # ... and float16 bits read as bfloat16 (an engine run in float16, its buffer taken as bfloat16)
+    write("fp16_bits_as_bf16", one, lambda i: {"hidden_states": _fp16_bits_as_bf16(taps()(i)["hidden_states"])})
     write("fp8_no_scale", one, lambda i: {"hidden_states": _fp8_no_scale(taps()(i)["hidden_states"])})
     # a per-tensor scale calibrated on the first request's shallowest slice, applied to every slice: the
     # deeper slices' larger values saturate at 448

@@ -11,7 +11,7 @@ from holdout3_cases import holdout3_result
 pytestmark = pytest.mark.slow
 ARCHS = ("llama", "deepseek_v3")
 # causes of another kind than the case's: naming any of them sends a team the wrong way
-STATE_CAUSES = {"row_shift", "foreign_rows", "layer_offset", "wrong_taps", "channel_scale", "rotated",
+STATE_CAUSES = {"row_shift", "foreign_rows", "layer_offset", "wrong_taps", "channel_scale", "rotated", "dtype_misread",
                 "residual_split", "duplicate_tap", "scale_mismatch", "channels_permuted", "saturated"}
 
 
@@ -63,6 +63,9 @@ def test_last_chunk_paired_with_the_first_tokens(arch):
 def test_tokens_on_one_side_are_named_at_the_token_level(arch):
     r = holdout3_result(arch, "no_bos", "bos_train")
     assert "token_shift" in r.codes() and not STATE_CAUSES & set(r.codes()), (r.codes(), winners(r))
+    for f in r.findings:  # the states of other contexts: the drift / unexplained findings point at the tokens
+        if f.code in ("numeric_drift", "unexplained"):
+            assert "token_shift" in f.title and f.fix.startswith("Send the same token ids"), f.title
     r = holdout3_result(arch, "no_template", "template_train")
     assert {"token_mismatch", "no_aligned_tokens"} <= set(r.codes()) and not STATE_CAUSES & set(r.codes()), r.codes()
 
@@ -81,9 +84,12 @@ def test_the_aux_concat_permuted_widened_or_normed(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_numbers_misread_or_saturated(arch):
-    # bf16 bits read as fp16: no transform we know, said so; the dtype difference named at info
-    r = holdout3_result(arch, "bf16_bits_as_fp16")
-    assert above_info(r) == ["unexplained"] and r.finding("dtype_mismatch").severity == "info", r.codes()
+    # a 16-bit dtype's bits read as the other: named with the reading (the dtype difference at info)
+    for case, reading in (("bf16_bits_as_fp16", "bfloat16 read as float16"), ("fp16_bits_as_bf16", "float16 read as bfloat16")):
+        r = holdout3_result(arch, case)
+        assert above_info(r) == ["dtype_misread"] and winners(r) == ["reinterpreted"] * 3, (case, r.codes(), winners(r))
+        assert {e.winner.params["reading"] for e in r.explanations} == {reading}
+    assert holdout3_result(arch, "bf16_bits_as_fp16").finding("dtype_mismatch").severity == "info"
     # FP8 without a scale, in range: rounding only, drift or nothing
     r = holdout3_result(arch, "fp8_no_scale")
     assert set(above_info(r)) <= {"numeric_drift"} and set(winners(r)) <= {"identity", "drift"}, r.codes()

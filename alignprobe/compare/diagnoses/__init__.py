@@ -39,6 +39,7 @@ DEFAULT_SEVERITY = {
     "unexplained": "error",
     "channels_permuted": "error",  # a tensor-parallel gather out of rank order
     "saturated": "error",  # values clipped by a narrow format without a fitting scale
+    "dtype_misread": "error",  # a 16-bit dtype's bits read as the other one
     # the inputs themselves
     "same_dump": "error",
     "dumps_swapped": "error",

@@ -41,6 +41,10 @@ FIXES = {
                             "in another order: a tensor-parallel all-gather concatenated the ranks' shards out of rank "
                             "order (the evidence gives which train block each serve block is). Gather the shards in "
                             "rank order (or capture with tensor parallelism 1 to confirm)."),
+    "reinterpreted": ("dtype_misread", "The serve values are the right numbers' bits read in another 16-bit dtype "
+                      "(bfloat16 as float16, or the reverse): the capture took the engine's raw buffer in the dtype "
+                      "it expected. Read it in the dtype the engine ran in (the server's --dtype); the states "
+                      "themselves are right."),
     "saturated": ("saturated", "Values are clipped at +-limit: the serve side casts or stores the states in a narrow "
                   "format (FP8 E4M3 saturates at 448) without a scale that fits their range, or with one calibrated "
                   "on smaller states. Store them with a per-tensor or per-row scale (as speculators' FP8 connector "

@@ -23,6 +23,7 @@ from alignprobe.compare.explain.foreign_rows import ForeignRows
 from alignprobe.compare.explain.identity import Identity
 from alignprobe.compare.explain.index_offset import IndexOffset
 from alignprobe.compare.explain.nothing_fits import NothingFits
+from alignprobe.compare.explain.reinterpreted import Reinterpreted
 from alignprobe.compare.explain.residual_split import ResidualSplit
 from alignprobe.compare.explain.rotation import Rotation
 from alignprobe.compare.explain.row_shift import RowShift
@@ -35,6 +36,7 @@ EXPLANATIONS: tuple[Explanation, ...] = (
     DuplicateTap(),
     IndexOffset(),
     RowShift(),
+    Reinterpreted(),
     ForeignRows(),
     DisplacedRows(),
     ResidualSplit(),
@@ -53,10 +55,10 @@ EXPLANATIONS: tuple[Explanation, ...] = (
 # channel_permutation is no continuous transform, but is tried only where identity does not fit: a
 # permutation that moves any block moves the states far past the tolerance, so it could not win there.
 TRANSFORMS = ("scalar_scale", "channel_scale", "rotation", "channel_permutation")
-# ... and displaced_rows, a search over every run's source: where identity fits, the rows are in place,
-# and a displaced run would move the states far past the tolerance (about half the cost of every clean
-# comparison's explanations otherwise).
-SKIPPED_WHERE_IDENTITY_FITS = TRANSFORMS + ("displaced_rows",)
+# ... and displaced_rows, a search over every run's source, and reinterpreted: where identity fits, the
+# rows are in place and in their dtype, and either would move the states far past the tolerance (the
+# search was about half the cost of every clean comparison's explanations otherwise).
+SKIPPED_WHERE_IDENTITY_FITS = TRANSFORMS + ("displaced_rows", "reinterpreted")
 # A more complex fit replaces a simpler one that also fits when its held-out rel-RMS is at most this
 # fraction of the simpler one's: it leaves at most a quarter of the residual energy, so what the
 # simpler one left was mostly a systematic difference the other explains, not noise both share. On
