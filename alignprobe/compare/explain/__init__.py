@@ -103,6 +103,11 @@ def choose(tried: list[ExplanationFit], tolerance: float) -> ExplanationFit:
 def explain_slice(rows: ExplainRows, j: int, stream: str, explanations=EXPLANATIONS) -> SliceExplanation:
     tried: list[ExplanationFit] = []
     for e in sorted(explanations, key=lambda e: e.complexity):
+        if e.name == "displaced_rows" and any(f.name in ("row_shift", "foreign_rows") and f.fits for f in tried):
+            # its per-run sources can express one shift (row_shift) or one source a sample (foreign_rows);
+            # where either fits, its fewer parameters name the pattern (a pairwise swap, the previous
+            # request) that displaced_rows would blur into "from other samples"
+            continue
         if e.name in SKIPPED_WHERE_IDENTITY_FITS and any(f.name == "identity" and f.fits for f in tried):
             # Where identity fits, no continuous transform can win (choose() keeps one only if it improves
             # on identity by more than the tolerance, more than identity leaves) nor be the runner-up

@@ -75,6 +75,16 @@ class DisplacedRows:
                     total = cost[k] / max(float(nb[fit_rows[here]].sum()), 1e-30)
                     if int(r) not in source or total < source[int(r)][2]:
                         source[int(r)] = (t, int(offsets[k]), total)
+        # A moved block spans fit runs that agree: a fit run's source other than its own rows is kept only
+        # where the next or the previous fit run of its sample (two runs away) has the same one. A state
+        # that merely looks like another position's (a synthetic corpus repeating n-grams inside a
+        # sample, a RoPE base that differs) picks a different offset run by run: on the 10-layer Llama
+        # of tests/holdout_cases.py a RoPE base change was named row_shift before this.
+        for r in list(source):
+            t, o, total = source[r]
+            own = int(rows.sample[np.flatnonzero(run == r)[0]])
+            if (t, o) != (own, 0) and not any(source.get(r + d, (None, None))[:2] == (t, o) for d in (-2, 2)):
+                source[r] = (own, 0, float("inf"))  # no block: the run keeps its own rows
         # a fit run whose best source leaves more than the tolerance is no block moved whole (a run across
         # a block boundary, or drift): it neither counts as moved nor names the pattern
         moved = {r: (t, o) for r, (t, o, total) in source.items()
