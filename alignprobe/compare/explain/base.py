@@ -63,6 +63,15 @@ class ExplainRows:
         out[inside] = table[sample[inside], position[inside]]
         return out
 
+    def expected_pair(self, j: int) -> tuple[Key, np.ndarray, np.ndarray] | None:
+        """(key, train rows, serve rows) of serve slice ``j`` and the train slice it is expected to be,
+        or None where that slice is unknown or not among the rows read: what every explanation that
+        transforms the expected slice starts from."""
+        key = self.expected[j]
+        if key is None or key not in self.train:
+            return None
+        return key, self.train[key], self.serve[:, j]
+
     def serve_squares(self, j: int) -> np.ndarray:
         """Each row's squared norm of serve slice ``j`` (:func:`row_sums`), measured once."""
         return self._cached("_serve_squares", j, lambda: row_sums(self.serve[:, j]))

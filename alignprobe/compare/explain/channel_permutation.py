@@ -27,10 +27,10 @@ class ChannelPermutation:
     complexity = 5
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
+        pair = rows.expected_pair(j)
+        if pair is None:
             return None
-        a, b = rows.train[key], rows.serve[:, j]
+        key, a, b = pair
         hidden = a.shape[1]
         fa, fb = a[rows.fit].astype(np.float64), b[rows.fit].astype(np.float64)
         best = None

@@ -38,10 +38,10 @@ class ChannelScale:
     complexity = 6
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
+        pair = rows.expected_pair(j)
+        if pair is None:
             return None
-        a, b = rows.train[key], rows.serve[:, j]
+        key, a, b = pair
         if rows.fit.sum() < MIN_FIT_ROWS:
             return None  # too few rows to fit a weight per channel
         fit = rows.fit

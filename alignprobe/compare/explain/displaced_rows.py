@@ -29,10 +29,10 @@ class DisplacedRows:
     complexity = 4
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
+        pair = rows.expected_pair(j)
+        if pair is None:
             return None
-        a, b = rows.train[key], rows.serve[:, j]
+        key, a, b = pair
         samples = np.unique(rows.sample)
         cols = choice_columns(a.shape[1])
         ca, cb = a[:, cols].astype(np.float64), b[:, cols].astype(np.float64)

@@ -45,10 +45,10 @@ class Drift:
     complexity = 8
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
+        pair = rows.expected_pair(j)
+        if pair is None:
             return None
-        a, b = rows.train[key], rows.serve[:, j]
+        key, a, b = pair
         params = {"hf_index": key[0], **signature(rows, j)}
         named = ", ".join(params["signature"]) or "no signature"
         return scored(self.name, self.complexity, rows, a, b, params,

@@ -23,10 +23,10 @@ class ForeignRows:
     complexity = 4
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
+        pair = rows.expected_pair(j)
+        if pair is None:
             return None
-        a, b = rows.train[key], rows.serve[:, j]
+        key, a, b = pair
         samples = np.unique(rows.sample)
         if len(samples) < 2:
             return None

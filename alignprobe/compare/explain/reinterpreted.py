@@ -38,10 +38,10 @@ class Reinterpreted:
     complexity = 3
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
+        pair = rows.expected_pair(j)
+        if pair is None:
             return None
-        a, b = rows.train[key], rows.serve[:, j]
+        key, a, b = pair
         best = None
         for reading, read in READINGS.items():
             predicted = read(a)

@@ -24,10 +24,10 @@ class Rotation:
     complexity = 7
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
+        pair = rows.expected_pair(j)
+        if pair is None:
             return None
-        a, b = rows.train[key], rows.serve[:, j]
+        key, a, b = pair
         hidden = a.shape[1]
         if rows.fit.sum() >= 2 * hidden:
             return self._procrustes(rows, key, a, b)

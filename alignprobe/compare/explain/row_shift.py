@@ -21,10 +21,10 @@ class RowShift:
     complexity = 3
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
+        pair = rows.expected_pair(j)
+        if pair is None:
             return None
-        a, b = rows.train[key], rows.serve[:, j]
+        key, a, b = pair
         cols = choice_columns(a.shape[1])
         ca, cb = a[:, cols], b[:, cols]
         cb_squares = row_sums(cb)  # every shift predicts some of these rows

@@ -27,10 +27,10 @@ class Saturated:
     complexity = 5
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
+        pair = rows.expected_pair(j)
+        if pair is None:
             return None
-        a, b = rows.train[key], rows.serve[:, j]
+        key, a, b = pair
         magnitude = np.abs(b[rows.fit])
         limit = float(magnitude.max()) if magnitude.size else 0.0
         if not limit > 0:

@@ -25,10 +25,10 @@ class ScalarScale:
     complexity = 5
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
+        pair = rows.expected_pair(j)
+        if pair is None:
             return None
-        a, b = rows.train[key], rows.serve[:, j]
+        key, a, b = pair
         den = float(np.sum(a[rows.fit] ** 2))
         if den <= 0:
             return None
