@@ -62,8 +62,6 @@ DISPLACED_FIX = (" Rows come in displaced blocks: an engine with chunked prefill
                  "(SGLang: --chunked-prefill-size -1), chunks stitched out of order, or a prefix-cache hit whose "
                  "rows were never computed (SGLang --disable-radix-cache, vLLM --no-enable-prefix-caching); "
                  "a capture should place the rows it got at their positions and mark the sample short.")
-# FIXES has no entry of its own for displaced_rows: its code is row_shift or foreign_rows (above)
-FIXES_ALIAS = {"displaced_rows": "row_shift"}
 
 
 def explanation_findings(stream: str, role: str, explained: list[SliceExplanation], expected_hf: list[int],
@@ -86,10 +84,11 @@ def explanation_findings(stream: str, role: str, explained: list[SliceExplanatio
         if e.winner.name != "index_offset":
             by_name.setdefault(e.winner.name, []).append(e)
     for name, group in by_name.items():
-        code, fix = FIXES[FIXES_ALIAS.get(name, name)]
-        if name == "displaced_rows":  # rows out of place: inside their sample (row_shift) or from others
+        if name == "displaced_rows":  # no FIXES entry: rows out of place inside their sample (row_shift) or from others
             code = "row_shift" if all(e.winner.params.get("code") == "row_shift" for e in group) else "foreign_rows"
             fix = FIXES[code][1] + DISPLACED_FIX
+        else:
+            code, fix = FIXES[name]
         if name == "channel_scale" and all(_is_final(e, num_layers) for e in group):
             code = "final_norm_mismatch"
             fix = ("The final state is on the other side of the final norm: vLLM and speculators store it before "
