@@ -45,9 +45,15 @@ class ForeignRows:
             if not len(chosen_on):
                 continue
             # every (source, reading) at once; the flat reading differs from the stale one only past
-            # the source's end
-            tried = [(int(t), flat) for t in samples
-                     for flat in ((False, True) if np.any(rows.position[chosen_on] >= lengths[int(t)]) else (False,))]
+            # the source's end. The sample itself goes first, so that it wins a tie: a shorter sample
+            # that reaches none of its rows "gives" it its own rows in the stale reading, the same
+            # error to the last bit (a capture that kept only each prompt's last chunk had samples
+            # "moved" to the first one that way, and named foreign_rows at identity's exact fit).
+            others = [int(t) for t in samples if t != s]
+            tried = [(int(s), False)] + [
+                (t, flat) for t in others
+                for flat in ((False, True) if np.any(rows.position[chosen_on] >= lengths[t]) else (False,))
+                if flat or np.any(rows.position[chosen_on] < lengths[t])]  # a stale source must supply a row
             source_rows = _source_rows(rows, [t for t, _ in tried], [flat for _, flat in tried], chosen_on, lengths)
             # each candidate's squared error summed over its own (rows x channels), as one np.sum of it
             errors = ((ca[source_rows] - cb[chosen_on]) ** 2).reshape(len(tried), -1).sum(axis=1)
