@@ -83,6 +83,9 @@ def explanation_findings(stream: str, role: str, explained: list[SliceExplanatio
     for e in off:
         if e.winner.name != "index_offset":
             by_name.setdefault(e.winner.name, []).append(e)
+    # One finding per code: slices of one stream explained by two explanations of one cause (rows of
+    # other samples found as whole samples on some slices, as blocks on others) are one finding.
+    by_code: dict[str, tuple[str, list[SliceExplanation]]] = {}
     for name, group in by_name.items():
         if name == "displaced_rows":  # no FIXES entry: rows out of place inside their sample (row_shift) or from others
             code = "row_shift" if all(e.winner.params.get("code") == "row_shift" for e in group) else "foreign_rows"
@@ -94,6 +97,13 @@ def explanation_findings(stream: str, role: str, explained: list[SliceExplanatio
             fix = ("The final state is on the other side of the final norm: vLLM and speculators store it before "
                    "the norm (id N is pre-norm), SGLang and transformers after it; pair like with like (capture "
                    "training with final_prenorm) or apply the norm.")
+        if code in by_code:  # the displaced-block advice is kept where either explanation found blocks
+            first_fix, first_group = by_code[code]
+            fix = first_fix if first_fix.endswith(DISPLACED_FIX) else fix
+            group = sorted(first_group + group, key=lambda e: e.serve_slice)
+        by_code[code] = (fix, group)
+    for code, (fix, group) in by_code.items():
+        name = group[0].winner.name
         severity = None
         if code == "final_norm_mismatch" and drafter_reads_aux and role == "final":
             severity = "info"  # an EAGLE-3 drafter reads the aux concat, never this state
