@@ -38,7 +38,7 @@ from alignprobe.safe_paths import input_dir, input_file, output_file, refuse_ove
               type=click.Choice(["auto", "drafter_input", "layers"]),
               help="drafter_input: aux + final streams; layers: one stack compared index by index "
                    "(auto: layers when every layer 1..N-1 is captured).")
-@click.option("--timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds for one request (--url).")
+@click.option("--timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds for one request, and for its file to appear (--url).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
