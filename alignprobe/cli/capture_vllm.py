@@ -30,7 +30,7 @@ from alignprobe.safe_paths import input_dir, input_file, output_file, refuse_ove
 @click.option("--engine-python", default=None, type=click.Path(),
               help="With --offline-model: the Python of vLLM's venv [default: this one].")
 @click.option("--dtype", default=None, help="With --offline-model: the dtype vLLM runs in [default: the checkpoint's].")
-@click.option("--max-model-len", default=None, type=int, help="With --offline-model: vLLM's max_model_len.")
+@click.option("--max-model-len", default=None, type=click.IntRange(min=1), help="With --offline-model: vLLM's max_model_len.")
 @click.option("--enforce-eager", is_flag=True, help="With --offline-model: no torch.compile / graphs (starts faster).")
 @click.option("--engine-arg", "engine_args", multiple=True, metavar="KEY=VALUE",
               help="With --offline-model: any other vllm.LLM keyword, e.g. seed=0 (repeatable).")
