@@ -38,6 +38,25 @@ def whole_request(client: httpx.Client, method: str, url: str, body: dict | None
             chunks.append(chunk)
             if time.monotonic() > deadline:
                 raise httpx.ReadTimeout(f"the answer took longer than {timeout:g} s", request=response.request)
+    refuse_redirect(response, url)
     # The body is decoded already (gzip...): the copy must not claim an encoding or a length.
     headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")]
     return httpx.Response(response.status_code, headers=headers, content=b"".join(chunks), request=response.request)
+
+
+def refuse_redirect(response: httpx.Response, url: str) -> None:
+    """A 3xx is not followed (a redirected POST may lose its body, and the states must come from the
+    server named): one line that names where it points, instead of "not JSON" about an empty body."""
+    if 300 <= response.status_code < 400:
+        location = response.headers.get("location")
+        to = f" to {location[:200]}" if location else " without a Location"
+        raise BadInput(f"{url}: the server answered HTTP {response.status_code}, a redirect{to}; give --url the "
+                       "address of the server itself (alignprobe does not follow redirects)")
+
+
+def transport_failure(exc: httpx.TransportError) -> str:
+    """What a transport error means to the user: a server that broke off its answer (or broke HTTP)
+    was reached, so "cannot reach" would send them looking at the wrong thing."""
+    if isinstance(exc, httpx.ProtocolError):
+        return f"the server broke off its answer or broke HTTP ({type(exc).__name__}: {first_line(exc)})"
+    return f"cannot reach the server ({type(exc).__name__}: {first_line(exc)})"

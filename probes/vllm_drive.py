@@ -27,7 +27,7 @@ from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, EngineFailed, en
 from alignprobe.probes.engine_side import VLLM_DRIVER
 # the engine-side driver imports vLLM only inside run(): its config builders are shared from here
 from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_config, transfer_config
-from alignprobe.probes.http_request import checked_url, whole_request
+from alignprobe.probes.http_request import checked_url, transport_failure, whole_request
 from alignprobe.safe_json import load_json_file, loads_json
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.vllm_files import is_locked
@@ -79,9 +79,12 @@ def request_files(
     *,
     client: httpx.Client | None = None,
     timeout: float = 120.0,
-    lock_wait_s: float = 60.0,
+    lock_wait_s: float | None = None,
 ) -> list[str]:
-    """Send each prompt to a vLLM server; returns the hidden-state file of each, in prompt order."""
+    """Send each prompt to a vLLM server; returns the hidden-state file of each, in prompt order.
+
+    ``lock_wait_s``: how long each file may take to appear after its answer (the connector writes
+    asynchronously); ``timeout`` when not given, so --timeout bounds the whole capture."""
     checked_url(base_url)
     own = client is None
     client = client or httpx.Client(timeout=timeout)
@@ -94,6 +97,8 @@ def request_files(
                 response = whole_request(client, "POST", url, body, timeout)
             except httpx.TimeoutException:
                 raise EngineFailed(f"vLLM server {url}: no answer within {timeout:g} s; raise --timeout") from None
+            except httpx.ProtocolError as exc:
+                raise BadInput(f"{url}: {transport_failure(exc)}; check the server's log") from None
             except httpx.TransportError as exc:
                 raise BadInput(f"{url}: cannot reach the vLLM server ({type(exc).__name__}); is it running?") from None
             except httpx.HTTPError as exc:
@@ -103,7 +108,7 @@ def request_files(
         if own:
             client.close()
     for path in paths:
-        _wait_written(path, lock_wait_s)
+        _wait_written(path, timeout if lock_wait_s is None else lock_wait_s)
     return paths
 
 
@@ -182,6 +187,8 @@ def _hidden_states_path(response: httpx.Response, url: str, prompt: Prompt) -> s
             f"{url}: the answer has no kv_transfer_params.hidden_states_path: launch vLLM with "
             "--speculative-config method extract_hidden_states and --kv-transfer-config ExampleHiddenStatesConnector"
         )
+    if "\x00" in path:
+        raise BadInput(f"{url}: kv_transfer_params.hidden_states_path holds a NUL byte, which no file name can hold")
     choices = body.get("choices")
     first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
     echoed = first.get("prompt_token_ids")
@@ -197,5 +204,9 @@ def _wait_written(path: str, wait_s: float) -> None:
     deadline = time.monotonic() + wait_s
     while not os.path.exists(path) or is_locked(path):
         if time.monotonic() >= deadline:
-            raise BadInput(f"{path}: not written within {wait_s:g} s (is the server's storage folder visible here?)")
+            relative = "" if os.path.isabs(path) else (
+                "; the server named a relative path, looked for from this folder: give the connector an absolute "
+                "shared_storage_path")
+            raise BadInput(f"{path}: not written within {wait_s:g} s (is the server's storage folder visible "
+                           f"here?){relative}")
         time.sleep(0.05)

@@ -23,6 +23,7 @@ import dataclasses
 import fcntl
 import glob
 import os
+import stat
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -252,6 +253,7 @@ class _SafeFile:
         from safetensors import SafetensorError, safe_open
 
         _wait_unlocked(self.path)
+        regular_file(self.path, "a hidden-state file")
         try:
             self._ctx = safe_open(self.path, framework="pt")
             return self._ctx.__enter__()
@@ -267,6 +269,18 @@ def _wait_unlocked(path: str) -> None:
         raise BadInput(f"{path}: vLLM is still writing it (its .lock is held); wait for the requests to finish")
 
 
+def regular_file(path: str, what: str) -> None:
+    """Refuse anything but a regular file before opening it: opening a FIFO named like a
+    hidden-state file (or its .lock) waits for a writer forever, and a device reads without end."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        raise BadInput(f"{path}: {what} cannot be read ({first_line(exc)})") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise BadInput(f"{path}: {what} is {kind}, not a regular file; give the files the connector wrote")
+
+
 def is_locked(path: str) -> bool:
     """True while the connector holds LOCK_EX on ``<file>.lock``, i.e. the file is half-written.
 
@@ -275,6 +289,7 @@ def is_locked(path: str) -> bool:
     lock = path + ".lock"
     if not os.path.exists(lock):
         return False
+    regular_file(lock, "the connector's lock file")
     with open(lock) as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -3,14 +3,17 @@
 ``assert_refused`` runs the CLI in-process (click's CliRunner: hundreds of cases stay fast) and
 checks: the documented exit code, exactly one line on stderr that starts "alignprobe: ", no
 traceback, no "internal error", and every input file (each file under an input folder too) byte
-for byte as before.
+for byte as before. ``LoopbackServer`` is a fake engine server on 127.0.0.1 whose every answer a
+test writes by hand.
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.server
 import os
 import stat
+import threading
 
 from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
@@ -67,3 +70,32 @@ def assert_refused(args, inputs=(), code=2, match=None) -> str:
     line = assert_one_line(result, code, match)
     assert fingerprints(inputs) == before, f"an input changed: {line}"
     return line
+
+
+class LoopbackServer:
+    """A loopback HTTP server whose every answer comes from ``behaviour(handler)``."""
+
+    def __init__(self, behaviour):
+        outer = self
+        self.requests = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                outer.requests += 1
+                behaviour(self)
+
+            do_POST = do_GET
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()

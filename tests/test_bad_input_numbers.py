@@ -104,6 +104,18 @@ def test_capture_hf_counts_must_be_positive(tmp_path_factory, flag, value):
 
 
 @FUZZ
+@given(value=bad_count)
+def test_vllm_max_model_len_must_be_positive(tmp_path_factory, value):
+    # it went to vLLM as given (0 or -5 tokens), to fail there after the engine's start
+    folder = tmp_path_factory.mktemp("v")
+    prompts = folder / "p.jsonl"
+    prompts.write_text(json.dumps({"input_ids": [1, 2]}) + "\n")
+    assert_refused(["capture", "vllm", "--offline-model", folder, "--storage-dir", folder / "hs", "--layer-ids", "1,2",
+                    "--prompts", prompts, "--out", folder / "o.h5", "--max-model-len", value], [prompts],
+                   match="--max-model-len")
+
+
+@FUZZ
 @given(flag=st.sampled_from(["--retries", "--num-layers", "--hidden-size"]), value=st.integers(-1000, -1))
 def test_sglang_counts_must_be_in_range(tmp_path_factory, flag, value):
     folder = tmp_path_factory.mktemp("s")

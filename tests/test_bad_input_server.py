@@ -4,44 +4,13 @@ only, every case bounded in time."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 
 import pytest
 from hypothesis import given, strategies as st
 
-from bad_input_helpers import FUZZ, assert_refused
-
-
-class _Server:
-    """A loopback HTTP server whose every answer comes from ``behaviour(handler)``."""
-
-    def __init__(self, behaviour):
-        outer = self
-        self.requests = 0
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                outer.requests += 1
-                behaviour(self)
-
-            do_POST = do_GET
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from bad_input_helpers import FUZZ, LoopbackServer as _Server, assert_refused
 
 
 def always_500(handler):

@@ -30,7 +30,7 @@ from alignprobe.safe_paths import input_dir, input_file, output_file, refuse_ove
 @click.option("--engine-python", default=None, type=click.Path(),
               help="With --offline-model: the Python of vLLM's venv [default: this one].")
 @click.option("--dtype", default=None, help="With --offline-model: the dtype vLLM runs in [default: the checkpoint's].")
-@click.option("--max-model-len", default=None, type=int, help="With --offline-model: vLLM's max_model_len.")
+@click.option("--max-model-len", default=None, type=click.IntRange(min=1), help="With --offline-model: vLLM's max_model_len.")
 @click.option("--enforce-eager", is_flag=True, help="With --offline-model: no torch.compile / graphs (starts faster).")
 @click.option("--engine-arg", "engine_args", multiple=True, metavar="KEY=VALUE",
               help="With --offline-model: any other vllm.LLM keyword, e.g. seed=0 (repeatable).")
@@ -38,7 +38,7 @@ from alignprobe.safe_paths import input_dir, input_file, output_file, refuse_ove
               type=click.Choice(["auto", "drafter_input", "layers"]),
               help="drafter_input: aux + final streams; layers: one stack compared index by index "
                    "(auto: layers when every layer 1..N-1 is captured).")
-@click.option("--timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds for one request (--url).")
+@click.option("--timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds for one request, and for its file to appear (--url).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")

@@ -79,6 +79,11 @@ class _Group(click.Group):
         except RecursionError:
             return EXIT_BAD_INPUT, "an input is nested too deeply to read (a JSON or HDF5 structure)", True
         except Exception as exc:  # noqa: BLE001 - a bug of ours, still one line unless asked
+            if isinstance(exc, RuntimeError) and _is_environment_error(exc):
+                # HDF5 reports a write that failed for lack of room as a RuntimeError when it surfaces while
+                # closing ("Can't decrement id ref count (... errno = 27 ...)"): the machine, not a bug
+                return EXIT_BAD_INPUT, (f"an HDF5 write failed ({_hdf5_reason(exc)}): free space or fix the "
+                                        "permissions, then run again (a capture continues with --resume)"), True
             if os.environ.get("ALIGNPROBE_DEBUG"):
                 raise
             return EXIT_BUG, f"internal error: {type(exc).__name__}: {first_line(exc)} (set ALIGNPROBE_DEBUG=1 for the traceback)", False
@@ -101,7 +106,16 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, er
 def _is_environment_error(exc: OSError) -> bool:
     # h5py reports a failed write with the errno in its message only ("errno = 28, ...").
     text = str(exc)
-    return exc.errno in _ENVIRONMENT_ERRNOS or any(f"errno = {n}," in text for n in _ENVIRONMENT_ERRNOS)
+    return getattr(exc, "errno", None) in _ENVIRONMENT_ERRNOS or any(f"errno = {n}," in text for n in _ENVIRONMENT_ERRNOS)
+
+
+def _hdf5_reason(exc: Exception) -> str:
+    """The errno's words out of HDF5's long message (it spans lines and names buffer addresses)."""
+    text = str(exc)
+    for number in _ENVIRONMENT_ERRNOS:
+        if f"errno = {number}," in text:
+            return f"{os.strerror(number)}, errno {number}"
+    return first_line(exc)
 
 
 def _oserror_line(exc: OSError) -> str:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 import h5py
 
 from alignprobe.compare import feeding, streaming
+from alignprobe.compare.arguments import checked_count, checked_device, checked_policy, checked_source
 from alignprobe.compare.diagnose import diagnose
 from alignprobe.compare.diagnoses.tokens import token_findings
 from alignprobe.compare.explaining import ExplainSamples
@@ -71,12 +72,13 @@ def compare(
     ``progress``: called as ``progress(rows_done, rows_total)`` after each block of the streaming pass
     (the CLI draws a bar from it).
     """
-    for name, value in (("sample", sample), ("max_tokens", max_tokens), ("mapping_tokens", mapping_tokens)):
-        if value is not None and value < 1:
-            raise BadInput(f"{name} must be at least 1, got {value}")
+    train, serve = checked_source(train, "train"), checked_source(serve, "serve")
+    sample, max_tokens = checked_count(sample, "sample"), checked_count(max_tokens, "max_tokens")
+    mapping_tokens = checked_count(mapping_tokens, "mapping_tokens", allow_none=False)
+    block_bytes = checked_count(block_bytes, "block_bytes")
     started = time.perf_counter()
-    policy = resolve_policy(policy)
-    kernels = kernels_for(device)
+    policy = resolve_policy(checked_policy(policy))
+    kernels = kernels_for(checked_device(device))
     block_bytes = block_bytes or kernels.block_bytes
     with contextlib.closing(kernels), _opened_pair(train, serve, train_import, serve_import) as (tr, sv):
         hidden_size, num_layers = train_geometry(tr)

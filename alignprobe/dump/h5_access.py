@@ -9,6 +9,8 @@ as what they mean.
 
 from __future__ import annotations
 
+import os
+
 import h5py
 import numpy as np
 
@@ -41,7 +43,27 @@ def member(group: h5py.Group, path: str, kind: type, where: str):
         found = "a group" if isinstance(node, h5py.Group) else "a dataset" if isinstance(node, h5py.Dataset) else "not a dataset"
         wanted = "a dataset" if kind is h5py.Dataset else "a group"
         raise BadInput(f"{where}: /{path} is {found} where {wanted} belongs")
+    if kind is h5py.Dataset:
+        _refuse_data_elsewhere(node, path, where)
     return node
+
+
+def _refuse_data_elsewhere(ds: h5py.Dataset, path: str, where: str) -> None:
+    """A virtual dataset or one with external raw storage keeps its values in other files: a missing
+    source reads as the fill value (zeros) without any error, so a dump compared that way could PASS
+    on values nobody captured. A dump stores its data in place, as it stores its objects."""
+    try:
+        virtual, external = ds.is_virtual, ds.external
+        sources = [s.file_name for s in ds.virtual_sources()] if virtual else [e[0] for e in external or ()]
+    except (KeyError, OSError, RuntimeError, ValueError) as exc:
+        raise BadInput(f"{where}: /{path} cannot be read, the file is damaged ({first_line(exc)})") from None
+    if virtual or external:
+        kind = "a virtual dataset" if virtual else "stored in external raw files"
+        named = ", ".join(sorted({os.fsdecode(s) for s in sources}))[:200]
+        raise BadInput(
+            f"{where}: /{path} is {kind} (its values live in {named or 'other files'}); a dump stores its data "
+            "in place: copy it into one file (h5repack) or capture it again"
+        )
 
 
 def members(group: h5py.Group, kind: type, where: str, path: str) -> list[tuple[str, object]]:

@@ -9,10 +9,13 @@
 
 from __future__ import annotations
 
+import os
+
 import h5py
 import numpy as np
 
 from alignprobe.dump.encoding import STORAGE_DTYPE, encoding_of
+from alignprobe.dump.room import check_room, dump_bytes
 from alignprobe.dump.schema import BASE_FORMAT_VERSION, FORMAT_NAME, Provenance, StreamClaim
 
 # About 1 MiB a chunk, one hidden-size slice wide: reading a block of tokens touches whole chunks,
@@ -45,6 +48,8 @@ def create_file(
     filled), so each has a fixed file offset that raw writes can target (dump/planned_writer.py).
     """
     num_tokens = int(offsets[-1])
+    # HDF5 that runs out of room mid-write can crash (SIGSEGV) instead of raising: check first (room.py)
+    check_room(os.path.dirname(os.path.abspath(path)), dump_bytes(streams, num_tokens), os.fspath(path))
     f = h5py.File(path, "w", libver="latest")
     f.attrs["format"] = FORMAT_NAME
     f.attrs["format_version"] = BASE_FORMAT_VERSION  # 2 once marks are written (dump/marks.py)

@@ -31,6 +31,7 @@ import numpy as np
 from alignprobe.dump.encoding import to_storage
 from alignprobe.dump.layout import create_file
 from alignprobe.dump.reader import PARTIAL_SUFFIX
+from alignprobe.dump.room import check_room, dump_bytes
 from alignprobe.dump.write_behind import start_write_out
 from alignprobe.dump.schema import Provenance, StreamClaim
 from alignprobe.dump.writer import (
@@ -95,6 +96,9 @@ class PlannedDumpWriter(FinishOnExit):
         )
         data = os.path.join(self.partial_dir, DATA)
         self.done_ids: set[str] = set()
+        if not (resume and os.path.isfile(data)):  # a new file: it must fit before a byte is written
+            # (create_file checks again; here it is before the .partial folder exists, so nothing is left)
+            check_room(os.path.dirname(os.path.abspath(self.path)), dump_bytes(self.streams, offsets[-1]), self.path)
         if claim_partial(self.path, manifest, resume=resume, overwrite=overwrite, settings="prompts, streams or layers"):
             if not os.path.isfile(data):
                 raise BadInput(f"{self.partial_dir}/ has no {DATA}: delete the folder to start over")

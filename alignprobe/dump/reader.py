@@ -51,6 +51,8 @@ class Dump(SampleIndex):
     cheap_random_reads = True  # chunks of ~1 MiB (layout.py)
 
     def __init__(self, path: str | os.PathLike):
+        if not isinstance(path, (str, os.PathLike)):
+            raise BadInput(f"a dump is opened from its path; got {type(path).__name__}")
         self.path = os.fspath(path)
         self.notes: list[str] = []  # what the reader had to fill in for an older or hand-written file
         self._file = _open_hdf5(self.path)

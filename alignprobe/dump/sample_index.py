@@ -38,6 +38,9 @@ class SampleIndex:
     def span(self, sample: int | str) -> tuple[int, int]:
         """Flat token range ``[start, stop)`` of a sample, by position or id."""
         i = self.index_of(sample) if isinstance(sample, str) else int(sample)
+        # a negative or past-the-end position gave an IndexError, or (-1) the span of no sample at all
+        if not 0 <= i < len(self.offsets) - 1:
+            raise BadInput(f"{self.path}: no sample at position {i}; it holds {len(self.offsets) - 1} (0 to {len(self.offsets) - 2})")
         return int(self.offsets[i]), int(self.offsets[i + 1])
 
     def sample_length(self, sample: int | str) -> int:
