@@ -44,9 +44,23 @@ class Rotation:
         distance = float(np.linalg.norm(rotation - np.eye(hidden)) / np.sqrt(2 * hidden))
         params = {"method": "procrustes", "hf_index": key[0], "scale": scale, "distance_from_identity": distance,
                   "determinant_sign": int(np.sign(np.linalg.det(rotation))), "fit_rows": int(rows.fit.sum())}
-        return scored(self.name, self.complexity, rows, scale * (a @ rotation), b, params,
-                      f"serve = train {rows.label(key)} rotated by an orthogonal {hidden}x{hidden} matrix "
-                      f"(distance from identity {distance:.2f}, scale {scale:.3g})")
+        out = scored(self.name, self.complexity, rows, scale * (a @ rotation), b, params,
+                     f"serve = train {rows.label(key)} rotated by an orthogonal {hidden}x{hidden} matrix "
+                     f"(distance from identity {distance:.2f}, scale {scale:.3g})")
+        # The same isometry test as on the span (condition (3) of _on_span): with 2H rows or more
+        # Procrustes always finds some orthogonal map, and one close to the identity soaks up any
+        # difference that is nearly linear in the state. The least-squares map of the fit rows (their
+        # span is then the whole space, or nearly) must itself be an isometry for the difference to be
+        # a rotation. A depth-pruned Qwen3 (a layer dropped before the deepest tap: serve ~ (I - A) x)
+        # fitted a "rotation" 0.12 from identity, scale 0.82, at held-out 0.039 with identity at 0.16
+        # (tests/holdout4_cases.py "pruned"); a planted rotation's map is an isometry to its noise.
+        span = SpanMap(fa, fb)
+        defect, span_distance = span.isometry_defect(), span.distance_from_identity()
+        params["isometry_defect"], params["linear_map_distance_from_identity"] = defect, span_distance
+        if out.fits and not defect <= ISOMETRY_DEFECT * span_distance:
+            out.fits = False
+            out.summary += f"; not named: the best linear map is {defect:.2g} from an isometry, no rotation"
+        return out
 
     def _on_span(self, rows: ExplainRows, key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         fit, held = rows.fit, rows.held_out
