@@ -222,7 +222,7 @@ def holdout4_paths(name: str) -> dict[str, str]:
     write("offset_plus1", serve, indices=tuple(k + 1 for k in aux))
 
     # -- serve rows past the prompt (decode steps; a rejected draft token's state kept) ---------------
-    # (vLLM #26823 / speculators PR #191: hidden states of the generated tokens returned with the prompt's)
+    # (TorchSpec PR #28: states of prompt + completion captured; vLLM #14649: draft-step states kept)
     write("decode_rows", capture("serve-decode", these=_continued(model, prompts, GENERATED, False)))
     write("draft_row", capture("serve-draft", these=_continued(model, prompts, 1, True)))
 

@@ -52,11 +52,15 @@ def test_chunks_stitched_out_of_order(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.xfail(strict=True, reason="the rows beyond the common token part are not read by the explanations, so "
-                   "a last chunk paired with the prompt's first tokens is not found (numeric_drift / unexplained)")
 def test_last_chunk_paired_with_the_first_tokens(arch):
+    # the rows beyond the common token part are not read by the explanations, so the last chunk's real
+    # positions cannot be found: the drift / unexplained findings say that the serve rows may be later
+    # positions' (diagnose.py _serve_rows_may_be_later_ones), never a state cause of their own
     r = holdout3_result(arch, "chunk_last_at_start")
-    assert "row_shift" in above_info(r), r.codes()
+    assert not STATE_CAUSES & set(r.codes()) and set(above_info(r)) <= {"numeric_drift", "unexplained"}, r.codes()
+    for f in r.findings:
+        if f.code in ("numeric_drift", "unexplained"):
+            assert "later positions" in f.title and "chunked prefill" in f.fix, f.title
 
 
 @pytest.mark.parametrize("arch", ARCHS)

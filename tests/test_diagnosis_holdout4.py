@@ -1,0 +1,91 @@
+"""The diagnosis on a fourth held-out set (tests/holdout4_cases.py): serve rows past the prompt (decode
+steps, a rejected draft token), another revision or a fine-tune of the target, a pruned model, an
+embedding multiplier, L2-normalised or LayerNorm-centred rows, fp16 overflow, an FP8 KV cache, sliding
+window attention on one side, a missing tensor-parallel all-reduce, chunked prefill's last chunk at the
+first tokens; on a Qwen3 and a DeepseekV3 of a depth, width and seed no other test uses. Each case is
+named by its cause, or said to be unexplained / drift, never by a confident wrong one."""
+
+import pytest
+
+from holdout4_cases import holdout4_result
+
+pytestmark = pytest.mark.slow
+ARCHS = ("qwen3", "deepseek_v3")
+# causes of another kind than a different checkpoint / numeric difference: naming any of them sends a
+# team the wrong way
+STATE_CAUSES = {"row_shift", "foreign_rows", "layer_offset", "wrong_taps", "channel_scale", "rotated", "dtype_misread",
+                "residual_split", "duplicate_tap", "scale_mismatch", "channels_permuted", "saturated"}
+# what a state that is no transform of the train one may honestly be called
+NOT_A_TRANSFORM = {"numeric_drift", "position_drift", "unexplained"}
+
+
+def above_info(r):
+    return [f.code for f in r.findings if f.severity != "info"]
+
+
+def winners(r):
+    return [e.winner.name for e in r.explanations]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_clean_pairs_other_dtype_and_batch_pass(arch):
+    for case in ("clean_batch1", "clean_fp16", "clean_fp32_batch2"):
+        r = holdout4_result(arch, case)
+        assert r.verdict == "PASS" and above_info(r) == [] and set(winners(r)) == {"identity"}, (case, r.codes())
+    assert holdout4_result(arch, "clean_fp16").finding("dtype_mismatch").severity == "info"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_planted_offset_on_these_models(arch):
+    r = holdout4_result(arch, "offset_plus1")
+    assert above_info(r) == ["layer_offset"] and r.finding("layer_offset").evidence["shift"] == 1, r.codes()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_serve_rows_past_the_prompt_leave_a_clean_pair_clean(arch):
+    # decode steps' rows, or a rejected draft token's, after the prompt's: compared on the prompt, PASS
+    for case in ("decode_rows", "draft_row"):
+        r = holdout4_result(arch, case)
+        assert r.verdict == "PASS" and above_info(r) == [] and set(winners(r)) == {"identity"}, (case, r.codes())
+        assert set(r.finding("token_padding").evidence["sides"]) == {"serve"}  # the extra tokens named, at info
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("case", ("revision", "finetuned_last", "pruned", "embed_sqrt_h", "kv_fp8", "tp_no_allreduce",
+                                  "sliding_window"))
+def test_another_checkpoint_or_computation_is_never_a_tap_or_transform(arch, case):
+    if case == "sliding_window" and arch != "qwen3":
+        pytest.skip("DeepseekV3 has no sliding-window attention")
+    r = holdout4_result(arch, case)
+    assert set(above_info(r)) <= NOT_A_TRANSFORM and set(winners(r)) <= {"identity", "drift", "nothing_fits"}, (
+        r.codes(), winners(r))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_pruned_model_is_unexplained_past_the_dropped_layer(arch):
+    r = holdout4_result(arch, "pruned")  # layer N//2 dropped: the taps above it are of another network
+    assert above_info(r) == ["unexplained"] and winners(r) == ["identity", "identity", "nothing_fits"], (r.codes(), winners(r))
+    assert len(r.explanations[-1].winner.params["closest"]) == 3
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_rows_normalised_by_the_capture_are_a_norm_on_one_side(arch):
+    for case, form in (("l2_normalised", "rmsnorm"), ("layernorm_centred", "layernorm")):
+        r = holdout4_result(arch, case)
+        assert above_info(r) == ["channel_scale"] and winners(r) == ["channel_scale"] * 3, (case, r.codes(), winners(r))
+        assert {e.winner.params["form"] for e in r.explanations} == {form}, case
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fp16_overflow_is_located_not_fitted(arch):
+    r = holdout4_result(arch, "fp16_overflow")
+    assert above_info(r) == ["nonfinite"] and set(winners(r)) == {"identity"}, (r.codes(), winners(r))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_last_chunk_at_the_first_tokens_says_what_it_cannot_test(arch):
+    r = holdout4_result(arch, "chunk_last_at_start")
+    assert not STATE_CAUSES & set(r.codes()) and set(above_info(r)) <= NOT_A_TRANSFORM, r.codes()
+    for f in r.findings:
+        if f.code in NOT_A_TRANSFORM:
+            assert "later positions" in f.title and "chunked prefill" in f.fix, f.title
