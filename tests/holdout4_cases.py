@@ -253,6 +253,9 @@ def holdout4_paths(name: str) -> dict[str, str]:
     if arch == "qwen3":
         write("sliding_window", capture("serve-sliding", _sliding(model, name)))
     write("tp_no_allreduce", capture("serve-tp", _no_allreduce(model)))
+    # ... its first two thirds of each prompt only (a serve side that stops early, rows at their positions)
+    write("short_tp_no_allreduce", os.path.join(out, "serve-tp.h5"), each=lambda x, i: x[: 2 * len(x) // 3],
+          rows=lambda i, length: slice(0, 2 * length // 3))
 
     # -- chunked prefill's last chunk paired with the prompt's first tokens (holdout3's open case) ----
     def last_chunk(length):

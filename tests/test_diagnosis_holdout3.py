@@ -53,14 +53,10 @@ def test_chunks_stitched_out_of_order(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_last_chunk_paired_with_the_first_tokens(arch):
-    # the rows beyond the common token part are not read by the explanations, so the last chunk's real
-    # positions cannot be found: the drift / unexplained findings say that the serve rows may be later
-    # positions' (diagnose.py _serve_rows_may_be_later_ones), never a state cause of their own
+    # the rows are the sample's last ones, past the common token part: read for it (explain/end_aligned.py)
     r = holdout3_result(arch, "chunk_last_at_start")
-    assert not STATE_CAUSES & set(r.codes()) and set(above_info(r)) <= {"numeric_drift", "unexplained"}, r.codes()
-    for f in r.findings:
-        if f.code in ("numeric_drift", "unexplained"):
-            assert "later positions" in f.title and "chunked prefill" in f.fix, f.title
+    assert above_info(r) == ["row_shift"] and set(winners(r)) == {"end_aligned_rows"}, (r.codes(), winners(r))
+    assert "chunked prefill" in r.finding("row_shift").fix
 
 
 @pytest.mark.parametrize("arch", ARCHS)

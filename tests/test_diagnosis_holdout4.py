@@ -83,9 +83,20 @@ def test_fp16_overflow_is_located_not_fitted(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_last_chunk_at_the_first_tokens_says_what_it_cannot_test(arch):
+def test_last_chunk_at_the_first_tokens_is_a_row_shift_to_the_sample_end(arch):
     r = holdout4_result(arch, "chunk_last_at_start")
-    assert not STATE_CAUSES & set(r.codes()) and set(above_info(r)) <= NOT_A_TRANSFORM, r.codes()
+    assert above_info(r) == ["row_shift"] and winners(r) == ["end_aligned_rows"] * 3, (r.codes(), winners(r))
+    offsets = r.explanations[0].winner.params["offsets"]
+    assert offsets and all(d > 0 and d % 24 == 0 for d in offsets.values()), offsets  # whole chunks before the last
+    assert "chunked prefill" in r.finding("row_shift").fix
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_shorter_serve_samples_that_fit_nothing_say_what_cannot_be_tested(arch):
+    # serve samples a prefix of the train ones, with states of another computation at their own positions:
+    # not the end rows either; the unexplained / drift findings say the later rows were not compared
+    r = holdout4_result(arch, "short_tp_no_allreduce")
+    assert not STATE_CAUSES & set(r.codes()) and set(above_info(r)) <= NOT_A_TRANSFORM and above_info(r), r.codes()
     for f in r.findings:
         if f.code in NOT_A_TRANSFORM:
             assert "later positions" in f.title and "chunked prefill" in f.fix, f.title

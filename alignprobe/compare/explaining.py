@@ -66,6 +66,11 @@ class ExplainSamples:
         rows, H = int(self.starts[-1]), self.hidden
         self.served = {p.serve_stream: np.empty((rows, p.num_slices * H), np.float32) for p in self.plans}
         self.trained = {key: np.empty((rows, H), np.float32) for key in self.where}
+        # the expected slices' rows at the train sample's end, where a serve sample is a strict prefix
+        # of its train sample (explain/end_aligned.py): a few more rows, read only then
+        self.end_offsets = [_end_offset(train, serve, seg) for seg, _ in self.chosen]
+        end_keys = {k for p in self.plans for k in p.expected_keys if k in self.where} if any(self.end_offsets) else ()
+        self.end = {key: np.full((rows, H), np.nan, np.float32) for key in end_keys}
         fed_serve, fed_train = pass_streams
         if train.cheap_random_reads and serve.cheap_random_reads:
             fed_serve, fed_train = set(), set()  # every row read at once, beside the pass (above)
@@ -121,7 +126,8 @@ class ExplainSamples:
             return {}
         if not self._received.all():  # a finished pass hands every row over; should one be missed, read it
             self._read(self.fed_serve, self.fed_keys, only_missing=True)
-        for array in (*self.served.values(), *self.trained.values()):
+        self._read_end()
+        for array in (*self.served.values(), *self.trained.values(), *self.end.values()):
             array.flags.writeable = False  # shared by every stream's explanations
         return {p.serve_stream: self._explain_plan(p, policy) for p in self.plans}
 
@@ -147,11 +153,25 @@ class ExplainSamples:
                     j = self.where[key][1] - lo
                     widen_into(self.trained[key][dst], block[:, j * H : (j + 1) * H], self.train.encoding(stream))
 
+    def _read_end(self) -> None:
+        """The end rows (self.end) of the samples whose serve side is a strict prefix of the train one."""
+        H = self.hidden
+        for (seg, length), start, offset in zip(self.chosen, self.starts, self.end_offsets):
+            if not offset:
+                continue
+            for key, out in self.end.items():
+                stream, j = self.where[key]
+                first = seg.train_row + offset
+                widen_into(out[start:start + length], self.train.read_raw(stream, first, first + length,
+                                                                           slice(j * H, (j + 1) * H)),
+                           self.train.encoding(stream))
+
     def _explain_plan(self, plan: StreamPlan, policy: Policy) -> list[SliceExplanation]:
         """Explanations of every slice of one serve stream."""
         keys, H = self.keys[plan.serve_stream], self.hidden
         served = self.served[plan.serve_stream].reshape(-1, plan.num_slices, H)
         trained = {k: self.trained[k] for k in keys}
+        end = {k: self.end[k] for k in keys if k in self.end}
         sample = np.repeat(np.arange(len(self.chosen)), [length for _, length in self.chosen])
         position = np.concatenate([seg.position + np.arange(length) for seg, length in self.chosen])
         finite = np.isfinite(served).all(axis=(1, 2))
@@ -167,6 +187,7 @@ class ExplainSamples:
         if not finite.all():  # the rare case: copies without the non-finite (or degenerate) rows
             served, sample, position = served[finite], sample[finite], position[finite]
             trained = {k: v[finite] for k, v in trained.items()}
+            end = {k: v[finite] for k, v in end.items()}
         sclaim = self.serve.streams[plan.serve_stream]
         claimed = [sclaim.hf_indices[j] if sclaim.width == plan.num_slices * H and j < len(sclaim.hf_indices) else None
                    for j in range(plan.num_slices)]
@@ -186,6 +207,8 @@ class ExplainSamples:
             train_provenance=_provenance(self.train),
             serve_provenance=_provenance(self.serve),
             labels={key: self.train.streams[stream].slice_label(j) for key, (stream, j) in keys.items()},
+            end_rows=end,
+            end_offsets=self.end_offsets,
         )
         if rows.fit.sum() < 4 or rows.held_out.sum() < 4:
             return []
@@ -195,6 +218,14 @@ class ExplainSamples:
 def _provenance(dump: Dump) -> dict:
     p = dump.provenance
     return {"engine": p.engine, "dtype": p.dtype, "quantization": p.quantization}
+
+
+def _end_offset(train: Dump, serve: Dump, seg: Segment) -> int:
+    """The train sample's length minus the serve sample's where the serve token ids are a strict prefix
+    of the train ones (the whole serve sample is the common part, from position 0), else 0."""
+    train_length, serve_length = train.sample_length(seg.sample_id), serve.sample_length(seg.sample_id)
+    whole = seg.position == 0 and seg.serve_row == serve.span(seg.sample_id)[0] and seg.length == serve_length
+    return train_length - serve_length if whole and train_length > serve_length else 0
 
 
 def _chosen_segments(segments: list[Segment], budget: int) -> list[tuple[Segment, int]]:

@@ -41,6 +41,11 @@ FIXES = {
                             "in another order: a tensor-parallel all-gather concatenated the ranks' shards out of rank "
                             "order (the evidence gives which train block each serve block is). Gather the shards in "
                             "rank order (or capture with tensor parallelism 1 to confirm)."),
+    "end_aligned_rows": ("row_shift", "The serve rows are the sample's LAST states given its first tokens' ids (serve row i "
+                         "is train row i+d, d the train sample's length minus the serve one's): an engine with chunked "
+                         "prefill that returns only the last chunk (SGLang: --chunked-prefill-size -1), and a capture "
+                         "that truncates the token ids to the rows it got. The capture should place the rows it got at "
+                         "their positions and mark the sample short."),
     "reinterpreted": ("dtype_misread", "The serve values are the right numbers' bits read in another 16-bit dtype "
                       "(bfloat16 as float16, or the reverse): the capture took the engine's raw buffer in the dtype "
                       "it expected. Read it in the dtype the engine ran in (the server's --dtype); the states "

@@ -19,6 +19,7 @@ from alignprobe.compare.explain.channel_scale import ChannelScale
 from alignprobe.compare.explain.displaced_rows import DisplacedRows
 from alignprobe.compare.explain.drift import Drift
 from alignprobe.compare.explain.duplicate_tap import DuplicateTap
+from alignprobe.compare.explain.end_aligned import EndAlignedRows
 from alignprobe.compare.explain.foreign_rows import ForeignRows
 from alignprobe.compare.explain.identity import Identity
 from alignprobe.compare.explain.index_offset import IndexOffset
@@ -36,6 +37,7 @@ EXPLANATIONS: tuple[Explanation, ...] = (
     DuplicateTap(),
     IndexOffset(),
     RowShift(),
+    EndAlignedRows(),
     Reinterpreted(),
     ForeignRows(),
     DisplacedRows(),
@@ -58,7 +60,7 @@ TRANSFORMS = ("scalar_scale", "channel_scale", "rotation", "channel_permutation"
 # ... and displaced_rows, a search over every run's source, and reinterpreted: where identity fits, the
 # rows are in place and in their dtype, and either would move the states far past the tolerance (the
 # search was about half the cost of every clean comparison's explanations otherwise).
-SKIPPED_WHERE_IDENTITY_FITS = TRANSFORMS + ("displaced_rows", "reinterpreted")
+SKIPPED_WHERE_IDENTITY_FITS = TRANSFORMS + ("displaced_rows", "reinterpreted", "end_aligned_rows")
 # A more complex fit replaces a simpler one that also fits when its held-out rel-RMS is at most this
 # fraction of the simpler one's: it leaves at most a quarter of the residual energy, so what the
 # simpler one left was mostly a systematic difference the other explains, not noise both share. On
@@ -103,7 +105,8 @@ def choose(tried: list[ExplanationFit], tolerance: float) -> ExplanationFit:
 def explain_slice(rows: ExplainRows, j: int, stream: str, explanations=EXPLANATIONS) -> SliceExplanation:
     tried: list[ExplanationFit] = []
     for e in sorted(explanations, key=lambda e: e.complexity):
-        if e.name == "displaced_rows" and any(f.name in ("row_shift", "foreign_rows") and f.fits for f in tried):
+        if e.name == "displaced_rows" and any(f.name in ("row_shift", "foreign_rows", "end_aligned_rows") and f.fits
+                                                for f in tried):
             # its per-run sources can express one shift (row_shift) or one source a sample (foreign_rows);
             # where either fits, its fewer parameters name the pattern (a pairwise swap, the previous
             # request) that displaced_rows would blur into "from other samples"

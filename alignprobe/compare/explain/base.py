@@ -45,6 +45,11 @@ class ExplainRows:
     train_provenance: dict
     serve_provenance: dict
     labels: dict[Key, str] = dataclasses.field(default_factory=dict)
+    # Where a serve sample's token ids are a strict prefix of its train sample's, the expected train
+    # slices' rows of the train sample's END, aligned row by row with the serve rows (row r: train
+    # position position[r] + end_offsets[sample[r]]); NaN rows elsewhere. Empty when no sample is shorter.
+    end_rows: dict[Key, np.ndarray] = dataclasses.field(default_factory=dict)
+    end_offsets: list[int] = dataclasses.field(default_factory=list)  # per sample: train length - serve length, or 0
 
     @property
     def held_out(self) -> np.ndarray:
