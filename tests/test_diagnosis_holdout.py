@@ -4,19 +4,12 @@ tolerance. Each case must be named by its cause, and never by a confident wrong 
 
 import pytest
 
+from diagnosis_helpers import above_info, winners
 from holdout_cases import SHAPES, holdout_paths, holdout_result
 
 pytestmark = pytest.mark.slow
 ARCHS = tuple(SHAPES)
 WRONG_LAYOUT = {"layer_offset", "wrong_taps"}
-
-
-def above_info(r):
-    return [f.code for f in r.findings if f.severity != "info"]
-
-
-def winners(r):
-    return [e.winner.name for e in r.explanations]
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -5,20 +5,13 @@ confident wrong one; a clean pair passes with nothing above info."""
 
 import pytest
 
+from diagnosis_helpers import above_info, winners
 from holdout2_cases import MODELS, holdout2_paths, holdout2_result
 
 pytestmark = pytest.mark.slow
 TRAINED = ("llama", "deepseek_v3")
 ALL = TRAINED + ("llama_raw",)
 WRONG_LAYOUT = {"layer_offset", "wrong_taps"}
-
-
-def above_info(r):
-    return [f.code for f in r.findings if f.severity != "info"]
-
-
-def winners(r, stream=None):
-    return [e.winner.name for e in r.explanations if stream is None or e.serve_stream == stream]
 
 
 @pytest.mark.parametrize("arch", TRAINED)

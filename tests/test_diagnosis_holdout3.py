@@ -6,21 +6,11 @@ by a confident wrong one."""
 
 import pytest
 
+from diagnosis_helpers import STATE_CAUSES, above_info, winners
 from holdout3_cases import holdout3_result
 
 pytestmark = pytest.mark.slow
 ARCHS = ("llama", "deepseek_v3")
-# causes of another kind than the case's: naming any of them sends a team the wrong way
-STATE_CAUSES = {"row_shift", "foreign_rows", "layer_offset", "wrong_taps", "channel_scale", "rotated", "dtype_misread",
-                "residual_split", "duplicate_tap", "scale_mismatch", "channels_permuted", "saturated"}
-
-
-def above_info(r):
-    return [f.code for f in r.findings if f.severity != "info"]
-
-
-def winners(r):
-    return [e.winner.name for e in r.explanations]
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -7,24 +7,13 @@ named by its cause, or said to be unexplained / drift, never by a confident wron
 
 import pytest
 
+from diagnosis_helpers import STATE_CAUSES, above_info, winners
 from holdout4_cases import holdout4_result
 
 pytestmark = pytest.mark.slow
 ARCHS = ("qwen3", "deepseek_v3")
-# causes of another kind than a different checkpoint / numeric difference: naming any of them sends a
-# team the wrong way
-STATE_CAUSES = {"row_shift", "foreign_rows", "layer_offset", "wrong_taps", "channel_scale", "rotated", "dtype_misread",
-                "residual_split", "duplicate_tap", "scale_mismatch", "channels_permuted", "saturated"}
 # what a state that is no transform of the train one may honestly be called
 NOT_A_TRANSFORM = {"numeric_drift", "position_drift", "unexplained"}
-
-
-def above_info(r):
-    return [f.code for f in r.findings if f.severity != "info"]
-
-
-def winners(r):
-    return [e.winner.name for e in r.explanations]
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -7,14 +7,11 @@ dump) give the right verdict and name. Expected values come from how each plant 
 import numpy as np
 import pytest
 
+from diagnosis_helpers import winners
 from explain_dumps import AUX, DEPTH_DRIFT, N, SCALE, SHIFT, SPECFORGE_AUX, VLLM_READS, planted, result
 
 pytestmark = pytest.mark.slow
 ARCHS = ("deepseek_v3", "llama")
-
-
-def winners(r, stream=None):
-    return [e.winner.name for e in r.explanations if stream is None or e.serve_stream == stream]
 
 
 def held_out_ok(e):

@@ -6,15 +6,12 @@ it), never a rotation or a channel scale. Expected values come from the plants (
 
 import pytest
 
+from diagnosis_helpers import winners
 from wide_dumps import DRIFT, FAR, H, TAPS, channel_weight, wide_planted, wide_result
 
 pytestmark = pytest.mark.slow
 ARCHS = ("llama", "deepseek_v3")
 NAMED = {"rotated", "channel_scale"}
-
-
-def winners(r):
-    return [e.winner.name for e in r.explanations]
 
 
 def assert_wide(r):
