@@ -64,13 +64,12 @@ def _states_of_other_contexts(findings: list[Finding]) -> None:
     shift = next((f for f in findings if f.code == "token_shift"), None)
     if shift is None:
         return
-    for f in findings:
-        if f.code in CONTEXT_DEPENDENT:
-            f.evidence["token_shift_samples"] = shift.evidence.get("samples")
-            f.title += (f"; {shift.evidence.get('samples')} samples' token ids are shifted (token_shift), so their "
-                        "states were computed on another context: fix the tokens first")
-            f.fix = ("Send the same token ids both ways first (see token_shift: a BOS, system prefix or chat "
-                     "template on one side only); states of other contexts differ whatever the capture does. " + f.fix)
+    samples = shift.evidence.get("samples")
+    _tokens_first(findings, "token_shift_samples", samples,
+                  f"; {samples} samples' token ids are shifted (token_shift), so their states were computed on "
+                  "another context: fix the tokens first",
+                  "Send the same token ids both ways first (see token_shift: a BOS, system prefix or chat template "
+                  "on one side only); states of other contexts differ whatever the capture does. ")
 
 
 def _serve_rows_may_be_later_ones(findings: list[Finding]) -> None:
@@ -85,15 +84,23 @@ def _serve_rows_may_be_later_ones(findings: list[Finding]) -> None:
     if padding is None or not padding.evidence.get("sides", {}).get("train"):
         return
     samples = padding.evidence["sides"]["train"]
+    _tokens_first(findings, "serve_samples_shorter", samples,
+                  f"; {samples} serve samples stop before their train samples, so their rows may be states of later "
+                  "positions (a chunked prefill's last chunk given the first tokens' ids), which the explanations "
+                  "cannot test: only the common token part is compared",
+                  "Check first that the serve capture returns a row for every prompt token at its own position (a "
+                  "chunked prefill that keeps the last chunk only: SGLang --chunked-prefill-size -1, or place the "
+                  "rows at their positions and mark the sample short). ")
+
+
+def _tokens_first(findings: list[Finding], key: str, samples, title: str, fix: str) -> None:
+    """A token-level cause that comes before any state finding: every drift / unexplained finding gains
+    ``samples`` under ``key`` in its evidence, ``title`` after its title and ``fix`` before its fix."""
     for f in findings:
         if f.code in CONTEXT_DEPENDENT:
-            f.evidence["serve_samples_shorter"] = samples
-            f.title += (f"; {samples} serve samples stop before their train samples, so their rows may be states of "
-                        "later positions (a chunked prefill's last chunk given the first tokens' ids), which the "
-                        "explanations cannot test: only the common token part is compared")
-            f.fix = ("Check first that the serve capture returns a row for every prompt token at its own position "
-                     "(a chunked prefill that keeps the last chunk only: SGLang --chunked-prefill-size -1, or place "
-                     "the rows at their positions and mark the sample short). " + f.fix)
+            f.evidence[key] = samples
+            f.title += title
+            f.fix = fix + f.fix
 
 
 def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str, MappingSearch],
