@@ -54,9 +54,7 @@ def refuse_redirect(response: httpx.Response, url: str) -> None:
                        "address of the server itself (alignprobe does not follow redirects)")
 
 
-def transport_failure(exc: httpx.TransportError) -> str:
-    """What a transport error means to the user: a server that broke off its answer (or broke HTTP)
-    was reached, so "cannot reach" would send them looking at the wrong thing."""
-    if isinstance(exc, httpx.ProtocolError):
-        return f"the server broke off its answer or broke HTTP ({type(exc).__name__}: {first_line(exc)})"
-    return f"cannot reach the server ({type(exc).__name__}: {first_line(exc)})"
+def broken_off(exc: httpx.ProtocolError) -> str:
+    """What a protocol error means to the user: the server was reached but broke off its answer (or
+    broke HTTP), so "cannot reach" would send them looking at the wrong thing."""
+    return f"the server broke off its answer or broke HTTP ({type(exc).__name__}: {first_line(exc)})"

@@ -23,7 +23,7 @@ import httpx
 
 from alignprobe.errors import BadInput, first_line
 from alignprobe.safe_json import loads_json
-from alignprobe.probes.http_request import checked_url, transport_failure, whole_request
+from alignprobe.probes.http_request import broken_off, checked_url, whole_request
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_capture import DEFAULT_IN_FLIGHT, DEFAULT_MAX_NEW_TOKENS, capture_from_backend
 from alignprobe.probes.sglang_decode import NotAnAnswer, decode_generate
@@ -130,7 +130,7 @@ class HttpBackend:
                     ) from None
             except httpx.ProtocolError as exc:  # reached, but the answer broke off (a crash mid-body) or is not HTTP
                 if last:
-                    raise BadInput(f"{url}: {transport_failure(exc)} after {tries}; check the server's log") from None
+                    raise BadInput(f"{url}: {broken_off(exc)} after {tries}; check the server's log") from None
             except httpx.TransportError as exc:
                 if last:
                     raise BadInput(

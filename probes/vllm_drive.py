@@ -27,7 +27,7 @@ from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, EngineFailed, en
 from alignprobe.probes.engine_side import VLLM_DRIVER
 # the engine-side driver imports vLLM only inside run(): its config builders are shared from here
 from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_config, transfer_config
-from alignprobe.probes.http_request import checked_url, transport_failure, whole_request
+from alignprobe.probes.http_request import broken_off, checked_url, whole_request
 from alignprobe.safe_json import load_json_file, loads_json
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.vllm_files import is_locked
@@ -98,7 +98,7 @@ def request_files(
             except httpx.TimeoutException:
                 raise EngineFailed(f"vLLM server {url}: no answer within {timeout:g} s; raise --timeout") from None
             except httpx.ProtocolError as exc:
-                raise BadInput(f"{url}: {transport_failure(exc)}; check the server's log") from None
+                raise BadInput(f"{url}: {broken_off(exc)}; check the server's log") from None
             except httpx.TransportError as exc:
                 raise BadInput(f"{url}: cannot reach the vLLM server ({type(exc).__name__}); is it running?") from None
             except httpx.HTTPError as exc:
