@@ -1,0 +1,46 @@
+"""A finding's text, put together once, at output: its owner's title and fix with its notes.
+
+Every renderer (terminal, HTML, Markdown, JUnit, GitHub annotations, result.json) calls these; none
+builds a finding's text itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alignprobe.findings.jsonable import jsonable
+from alignprobe.findings.record import Finding, Note, Subject
+
+
+def title(finding: Finding) -> str:
+    return finding.title + "".join(n.headline for n in finding.notes)
+
+
+def fix(finding: Finding) -> str:
+    return "".join(n.fix_before for n in finding.notes) + finding.fix + "".join(n.fix_after for n in finding.notes)
+
+
+def where(finding: Finding) -> str:
+    """``[stream] `` before a finding about one stream, else nothing."""
+    return f"[{finding.stream}] " if finding.stream else ""
+
+
+def to_dict(finding: Finding) -> dict[str, Any]:
+    """A finding as result.json holds it: ``title`` and ``fix`` rendered (what a user reads), the notes
+    as data, and the owner's own text under ``own`` where notes changed it."""
+    out = {"code": finding.code, "severity": finding.severity, "title": title(finding),
+           "evidence": jsonable(finding.evidence), "fix": fix(finding), "stream": finding.stream,
+           "slices": list(finding.subject.slices), "notes": [n.to_dict() for n in finding.notes]}
+    if finding.notes:
+        out["own"] = {"title": finding.title, "fix": finding.fix}
+    return out
+
+
+def from_dict(raw: dict[str, Any]) -> Finding:
+    """The finding :func:`to_dict` wrote (and the older form: no notes, slices or own text)."""
+    own = raw.get("own") or {}
+    notes = tuple(Note(n["code"], dict(n.get("params") or {}), n.get("headline", ""), n.get("fix_before", ""),
+                       n.get("fix_after", "")) for n in raw.get("notes") or ())
+    return Finding(code=raw["code"], severity=raw["severity"], title=own.get("title", raw.get("title", "")),
+                   evidence=dict(raw.get("evidence") or {}), fix=own.get("fix", raw.get("fix", "")),
+                   subject=Subject(raw.get("stream", "") or "", tuple(raw.get("slices") or ())), notes=notes)
