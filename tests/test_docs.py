@@ -220,6 +220,23 @@ def test_the_command_checker_sees_an_option_that_does_not_exist():
     assert _unknown_options(["capture", "nonesuch"]) == ["no subcommand in ['capture', 'nonesuch']"]
 
 
+def test_the_vllm_server_configs_in_the_docs_are_the_ones_the_capture_builds():
+    import json
+
+    from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_config, transfer_config
+
+    with open(os.path.join(ROOT, "docs", "serving", "vllm.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    speculative = [json.loads(m) for m in re.findall(r"--speculative-config '([^']+)'", text)]
+    transfer = [json.loads(m) for m in re.findall(r"--kv-transfer-config '([^']+)'", text)]
+    assert speculative and transfer
+    assert all(c == speculative_config([2, 30, 58, 61]) for c in speculative)
+    # the page's GPU server names the stock connector; the capture's own runs name the CPU-safe subclass
+    stock = {**transfer_config("/shared/hs"), "kv_connector": "ExampleHiddenStatesConnector"}
+    del stock["kv_connector_module_path"]
+    assert all(c == stock for c in transfer)
+
+
 # -- the large-model route (docs/serving.md): a training set as the train side -------------------
 
 
