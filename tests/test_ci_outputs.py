@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from alignprobe.cli.main import cli
 from alignprobe.compare import compare
-from alignprobe.compare.diagnoses import DEFAULT_SEVERITY
+from alignprobe.findings import Finding, Subject, codes_of
 from alignprobe.compare.diff import EXIT_IMPROVEMENT, EXIT_NO_CHANGE, EXIT_REGRESSION, diff_results
 from alignprobe.report.github import annotation
 from alignprobe.report.junit import render_junit
@@ -59,7 +59,7 @@ def test_junit_one_case_per_finding_class_failures_carry_title_and_fix(dumps, tm
     root = ET.parse(path).getroot()
     suite = root.find("testsuite")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
-    assert set(cases) == set(DEFAULT_SEVERITY)  # every class checked, passed or not
+    assert list(cases) == codes_of("compare")  # every code compare checks, passed or not, in the registry's order
     result = json.loads((tmp_path / "r.json").read_text())
     errors = {f["code"]: f for f in result["findings"] if f["severity"] == "error"}
     failed = {name for name, c in cases.items() if c.find("failure") is not None}
@@ -71,13 +71,11 @@ def test_junit_one_case_per_finding_class_failures_carry_title_and_fix(dumps, tm
 
 
 def test_junit_clean_run_has_no_failures_and_strict_fails_warnings():
-    from alignprobe.compare.result import Finding
-
     warn = Finding("token_shift", "warn", "1 sample shifted <by> one & more", {"samples": 1}, "Check the BOS token.")
-    relaxed = ET.fromstring(render_junit([warn], ["token_shift", "layer_offset"]))
+    relaxed = ET.fromstring(render_junit([warn], "compare"))
     assert relaxed.find("testsuite").get("failures") == "0"
     assert "1 sample shifted <by> one & more" in relaxed.find(".//system-out").text  # escaped, parsed back intact
-    strict = ET.fromstring(render_junit([warn], ["token_shift", "layer_offset"], strict=True))
+    strict = ET.fromstring(render_junit([warn], "compare", strict=True))
     assert [c.get("name") for c in strict.iter("testcase") if c.find("failure") is not None] == ["token_shift"]
 
 
@@ -160,9 +158,7 @@ def test_github_step_summary_and_annotations(dumps, tmp_path):
 
 
 def test_annotation_escapes_newlines_and_colons():
-    from alignprobe.compare.result import Finding
-
-    line = annotation(Finding("layer_offset", "error", "a: b, c\nd", {}, "50% lower", "x:y"))
+    line = annotation(Finding("layer_offset", "error", "a: b, c\nd", {}, "50% lower", Subject("x:y")))
     assert line == "::error title=alignprobe layer_offset [x%3Ay]::a: b, c%0Ad%0AFix: 50%25 lower"
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from typing import Any
 
-from alignprobe.compare.result import SEVERITY_RANK, Finding
+from alignprobe.findings import SEVERITY_RANK, Finding, render
+from alignprobe.findings.jsonable import jsonable, number
 
 
 @dataclasses.dataclass
@@ -70,7 +70,7 @@ class AcceptResult:
 
     def sentence(self) -> str:
         if self.train is None or self.serve is None:
-            return "no prediction: " + "; ".join(f.title for f in self.findings if f.severity == "error")
+            return "no prediction: " + "; ".join(render.title(f) for f in self.findings if f.severity == "error")
         line = (f"train AL {self.train.accept_length:.2f}, serve AL {self.serve.accept_length:.2f}: "
                 f"this serving setup will cost about {self.cost:.2f} accept length")
         if self.explained_by:
@@ -78,27 +78,24 @@ class AcceptResult:
         return line
 
     def to_dict(self) -> dict[str, Any]:
-        raw = dataclasses.asdict(self)
-        raw["cost"] = self.cost
-        return _finite(raw)
+        """The JSON form: a NaN is written "nan" (findings/jsonable.py); a side not predicted is null."""
+        raw = {f.name: [render.to_dict(x) for x in self.findings] if f.name == "findings" else jsonable(getattr(self, f.name))
+               for f in dataclasses.fields(self)}
+        return {**raw, "cost": jsonable(self.cost)}
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "AcceptResult":
-        sides = {k: (SideAccept(**{f.name: raw[k][f.name] for f in dataclasses.fields(SideAccept) if f.name in raw[k]})
+        """What :meth:`to_dict` wrote; older files wrote null for a NaN, which stays None."""
+        sides = {k: (SideAccept(**{f.name: _numbers(raw[k][f.name]) if "float" in str(f.type) else raw[k][f.name]
+                                   for f in dataclasses.fields(SideAccept) if f.name in raw[k]})
                      if raw.get(k) else None) for k in ("train", "serve")}
-        findings = [Finding(**{f.name: x[f.name] for f in dataclasses.fields(Finding) if f.name in x}) for x in raw.get("findings", [])]
+        findings = [render.from_dict(x) for x in raw.get("findings", [])]
         plain = {f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw and f.name not in ("train", "serve", "findings")}
         return cls(**plain, **sides, findings=findings)
 
 
-def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
+def _numbers(value: Any) -> Any:
+    return [number(v) for v in value] if isinstance(value, list) else number(value)

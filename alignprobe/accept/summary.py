@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alignprobe.accept.result import AcceptResult
+from alignprobe.findings import render
 
 
 def format_accept(result: AcceptResult) -> str:
@@ -24,9 +25,10 @@ def format_accept(result: AcceptResult) -> str:
     if result.findings:
         lines.append("")
         for f in result.findings:
-            lines.append(f"  {f.severity:<5} {f.code}: {f.title}")
-            if f.fix:
-                lines.append(f"        fix: {f.fix}")
+            lines.append(f"  {f.severity:<5} {f.code}: {render.title(f)}")
+            fix = render.fix(f)
+            if fix:
+                lines.append(f"        fix: {fix}")
     lines += ["", result.sentence()]
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)

@@ -11,7 +11,8 @@ from alignprobe.cli.json_output import forget_json_path, json_option
 from alignprobe.cli.options import NUM_LAYERS
 from alignprobe.cli.terminal import RowsBar, use_colour
 from alignprobe.compare import compare as run_compare
-from alignprobe.compare.policy import Policy, parse_override
+from alignprobe.compare.policy import Policy
+from alignprobe.findings.tolerances import parse_overrides
 from alignprobe.compare.summary import format_summary, format_verdict_line
 from alignprobe.errors import BadInput
 from alignprobe.safe_paths import input_dir, input_path, output_file, refuse_overlap
@@ -142,16 +143,7 @@ def check_dump_options(positional, train_dump, serve_dump, usage: str, command: 
 
 def policy_from_options(policy_file, overrides) -> Policy:
     policy = Policy.from_file(policy_file) if policy_file else Policy()
-    if overrides:
-        merged: dict = {}
-        for text in overrides:
-            key, value = parse_override(text)
-            if key == "severity":
-                merged.setdefault("severity", {}).update(value)
-            else:
-                merged[key] = value
-        policy = policy.updated(merged)
-    return policy
+    return policy.updated(parse_overrides(overrides)) if overrides else policy
 
 
 def _import_options(layer_ids, drafter_config, num_layers) -> dict:

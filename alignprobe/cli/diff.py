@@ -34,7 +34,7 @@ def diff(old_json, new_json, json_path) -> int:
             raise
     change = diff_results(load_result(old_json), load_result(new_json))
     if json_path:
-        write_json(json_path, json.dumps(change.to_dict(), indent=2, default=str))
+        write_json(json_path, json.dumps(change.to_dict(), indent=2, allow_nan=False))
         forget_json_path()
     click.echo(change.format(), err=json_path == STDOUT)
     return change.exit_code

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from alignprobe.exit_status import error_json
+from alignprobe.findings.exit_status import error_json
 
 _pending: dict[str, str] = {}  # "path" -> where this run's --json goes
 

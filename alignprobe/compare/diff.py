@@ -18,8 +18,10 @@ import dataclasses
 import math
 from typing import Any
 
-from alignprobe.compare.result import SEVERITY_RANK, VERDICTS, CompareResult, SliceMetrics
+from alignprobe.compare.result import CompareResult, SliceMetrics
 from alignprobe.compare.sampling import Z95
+from alignprobe.findings import SEVERITY_RANK, VERDICTS, Finding, render
+from alignprobe.findings.jsonable import jsonable
 
 RESOLUTION = 0.05
 
@@ -43,7 +45,7 @@ class FindingChange:
     code: str
     stream: str
     severity: str  # the new severity (for a finding gone: the old one)
-    title: str
+    title: str  # as rendered (findings/render.py), for people; the change is judged on code, stream, severity
     old_severity: str = ""  # set for a severity change
 
 
@@ -103,7 +105,8 @@ class ResultDiff:
         return {"regression": EXIT_REGRESSION, "improvement": EXIT_IMPROVEMENT}.get(self.kind, EXIT_NO_CHANGE)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "kind": self.kind, "exit_code": self.exit_code,
+        """The JSON form; a metric that turned NaN or infinite is written as findings/jsonable.py says."""
+        return {**jsonable(self), "kind": self.kind, "exit_code": self.exit_code,
                 "regressions": self.regressions, "improvements": self.improvements}
 
     def format(self) -> str:
@@ -152,8 +155,8 @@ def diff_results(old: CompareResult, new: CompareResult) -> ResultDiff:
     return ResultDiff(old.verdict, new.verdict, appeared, gone, severity_changed, moved, compared, notes)
 
 
-def _change(finding, old_severity: str = "") -> FindingChange:
-    return FindingChange(finding.code, finding.stream, finding.severity, finding.title, old_severity)
+def _change(finding: Finding, old_severity: str = "") -> FindingChange:
+    return FindingChange(finding.code, finding.stream, finding.severity, render.title(finding), old_severity)
 
 
 def _key(s: SliceMetrics) -> tuple[str, int, str]:

@@ -22,7 +22,8 @@ Field names are stable (the reporter renders them, ``--json`` writes them); add 
 
 ``Finding``: code (docs/findings.md), severity "info" | "warn" | "error", title (one line),
     evidence (JSON-able dict of measured numbers), fix (what to change), stream (serve stream name,
-    "" when it concerns the whole comparison).
+    "" when it concerns the whole comparison). result.json holds it as alignprobe/findings/render.py
+    writes it: title and fix rendered, with slices and notes beside them.
 
 ``SliceMetrics``: one serve slice against the train slice it should equal (the expected mapping).
     label ("HF[30]"), train_stream/train_slice/train_hf_index, serve_stream/serve_slice/serve_hf_index
@@ -63,12 +64,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from typing import Any, Callable
 
-SEVERITIES = ("info", "warn", "error")
-VERDICTS = ("PASS", "WARN", "FAIL")
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+from alignprobe.findings import Finding as FrozenFinding
+from alignprobe.findings import render
+from alignprobe.findings.exit_status import passed
+from alignprobe.findings.jsonable import jsonable
+from alignprobe.findings.severity import SEVERITIES, SEVERITY_RANK, VERDICTS
 
 
 @dataclasses.dataclass
@@ -290,7 +292,7 @@ class CompareResult:
         return self.verdict != "FAIL"
 
     def passed(self, strict: bool = False) -> bool:
-        return self.verdict == "PASS" if strict else self.verdict != "FAIL"
+        return passed(self.verdict, strict)
 
     def codes(self, min_severity: str = "info") -> list[str]:
         """Codes of the findings at or above ``min_severity``, most severe first."""
@@ -301,7 +303,9 @@ class CompareResult:
         return next((f for f in self.findings if f.code == code), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(dataclasses.asdict(self))
+        """The result.json form: findings as findings/render.py writes them, numbers as findings/jsonable.py."""
+        return {f.name: [render.to_dict(x) for x in self.findings] if f.name == "findings" else jsonable(getattr(self, f.name))
+                for f in dataclasses.fields(self)}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
@@ -355,21 +359,18 @@ def _view(name: str) -> Callable[..., Any]:
 
 # -- (de)serialisation ---------------------------------------------------------------------------
 
-def _jsonable(value: Any) -> Any:
-    """Non-finite floats become the strings "inf" / "-inf" / "nan" so the JSON stays strict."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # a numpy scalar that slipped into evidence
-        return _jsonable(value.item())
-    return value
+def _finding(raw: dict[str, Any]) -> Finding:
+    """A finding as result.json holds it, in every form it has held (render.from_dict reads them all)."""
+    finding = render.from_dict(raw)
+    if Finding is FrozenFinding:
+        return finding
+    # this module's own Finding record, while compare's failure classes still make it
+    return Finding(finding.code, finding.severity, render.title(finding), dict(finding.evidence), render.fix(finding),
+                   finding.stream)
 
 
 _NESTED = {
-    (CompareResult, "findings"): Finding,
+    (CompareResult, "findings"): _finding,
     (CompareResult, "streams"): StreamComparison,
     (CompareResult, "mappings"): MappingSearch,
     (CompareResult, "tokens"): TokenCheck,
@@ -388,7 +389,8 @@ _NESTED = {
 
 
 def _build(cls, raw: dict[str, Any]):
-    """Rebuild a dataclass tree from ``to_dict`` output; unknown keys (newer writers) are ignored."""
+    """Rebuild a dataclass tree from ``to_dict`` output; unknown keys (newer writers) are ignored. A
+    ``_NESTED`` entry is a record class, or the function that builds one (a finding)."""
     kwargs = {}
     for field in dataclasses.fields(cls):
         if field.name not in raw:
@@ -397,7 +399,8 @@ def _build(cls, raw: dict[str, Any]):
         nested = _NESTED.get((cls, field.name))
         if nested is not None:
             if value is not None:
-                value = [_build(nested, v) for v in value] if isinstance(value, list) else _build(nested, value)
+                make = (lambda v, record=nested: _build(record, v)) if isinstance(nested, type) else nested
+                value = [make(v) for v in value] if isinstance(value, list) else make(value)
         elif field.type == "float" or (field.type == "float | None" and value is not None):
             value = float(value)
         elif field.name in ("cosine", "norm_ratio", "cosine_cdf") and isinstance(value, list):

@@ -8,6 +8,8 @@ import textwrap
 
 from alignprobe.compare.result import CompareResult, SliceMetrics, StreamComparison
 from alignprobe.compare.sampling import Z95
+from alignprobe.findings import render
+from alignprobe.findings.jsonable import jsonable
 
 WIDTH = 100
 MAX_EVIDENCE_CHARS = 600  # --verbose: the evidence of each finding, cut to a few lines (--json has it whole)
@@ -40,14 +42,15 @@ def format_summary(result: CompareResult, width: int = WIDTH, *, verbose: bool =
     if result.findings:
         lines.append("")
     for f in result.findings:
-        where = f" [{f.stream}]" if f.stream else ""
-        wrapped = textwrap.wrap(f"{LABEL[f.severity]} {f.code}{where}: {f.title}", width, subsequent_indent="        ")
+        head = f"{LABEL[f.severity]} {f.code} {render.where(f)}".rstrip()
+        wrapped = textwrap.wrap(f"{head}: {render.title(f)}", width, subsequent_indent="        ")
         wrapped[0] = paint(wrapped[0][:5], f.severity, colour) + wrapped[0][5:]
         lines += wrapped
-        if (f.severity != "info" or verbose) and f.fix:
-            lines += textwrap.wrap(f"fix: {f.fix}", width, initial_indent="        ", subsequent_indent="             ")
+        fix = render.fix(f)
+        if (f.severity != "info" or verbose) and fix:
+            lines += textwrap.wrap(f"fix: {fix}", width, initial_indent="        ", subsequent_indent="             ")
         if verbose and f.evidence:
-            evidence = json.dumps(f.evidence, default=str)
+            evidence = json.dumps(jsonable(f.evidence))
             evidence = evidence if len(evidence) <= MAX_EVIDENCE_CHARS else evidence[: MAX_EVIDENCE_CHARS - 3] + "..."
             lines += textwrap.wrap(f"evidence: {evidence}", width, initial_indent="        ",
                                    subsequent_indent="                  ")

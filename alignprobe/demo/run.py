@@ -19,6 +19,7 @@ import time
 from typing import Callable
 
 from alignprobe.errors import BadInput
+from alignprobe.findings import render
 from alignprobe.safe_paths import refuse_unusable_name
 
 DEFAULT_OUT = "alignprobe-demo"
@@ -122,7 +123,7 @@ def run_demo(
                 expected_code=code,
                 verdict=result.verdict,
                 codes=result.codes("warn"),
-                headline=result.findings[0].title if result.findings else "",
+                headline=render.title(result.findings[0]) if result.findings else "",
                 report_dir=report_dir,
             ))
     finally:

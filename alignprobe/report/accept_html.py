@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from alignprobe.report.html import escape, findings_html
+from alignprobe.accept.result import AcceptResult
+from alignprobe.report.finding_html import findings_html
+from alignprobe.report.format import escape
 
 
 def accept_section(accept: dict[str, Any]) -> str:
-    from alignprobe.accept.result import AcceptResult
-
     result = AcceptResult.from_dict(accept)
     k = result.num_draft_tokens
     head = "".join(f"<th>draft {j + 1}</th>" for j in range(k))

@@ -12,6 +12,8 @@ import html
 import math
 from typing import Any, Mapping
 
+from alignprobe.report.format import format_number
+
 # field -> (heading, policy keys (warn, fail) or one key, which side is bad)
 LEVELS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "rel_rms": ("rel-RMS", ("drift_warn_rel_rms", "drift_fail_rel_rms"), "above"),
@@ -124,6 +126,4 @@ def _label(key: str) -> str:
 
 
 def _number(value: float) -> str:
-    from alignprobe.report.html import format_number
-
     return format_number(value, 4)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Mapping
 
-from alignprobe.compare.result import CompareResult, Finding
+from alignprobe.compare.result import CompareResult
+from alignprobe.findings import Finding, render
 from alignprobe.report.markdown import render_markdown
 
 ANNOTATED = {"error": "error", "warn": "warning"}  # notes (info) stay in the summary only
@@ -18,9 +19,9 @@ ANNOTATED = {"error": "error", "warn": "warning"}  # notes (info) stay in the su
 
 def annotation(finding: Finding) -> str:
     """One workflow command line for a finding at warn or error."""
-    where = f" [{finding.stream}]" if finding.stream else ""
-    title = _property(f"alignprobe {finding.code}{where}")
-    message = finding.title + (f"\nFix: {finding.fix}" if finding.fix else "")
+    title = _property(f"alignprobe {finding.code} {render.where(finding)}".rstrip())
+    fix = render.fix(finding)
+    message = render.title(finding) + (f"\nFix: {fix}" if fix else "")
     return f"::{ANNOTATED[finding.severity]} title={title}::{_data(message)}"
 
 

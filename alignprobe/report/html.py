@@ -8,7 +8,6 @@ table) are also what a notebook shows for a result (``CompareResult._repr_html_`
 from __future__ import annotations
 
 import base64
-import html
 import io
 import json
 import math
@@ -16,14 +15,16 @@ from typing import Any, Iterable
 
 from matplotlib.figure import Figure
 
-from alignprobe.compare.result import SEVERITY_RANK, CompareResult, Finding, MappingSearch, StreamComparison
+from alignprobe.compare.result import CompareResult, MappingSearch, StreamComparison
 from alignprobe.compare.sampling import Z95
 from alignprobe.compare.summary import half_width_multiplier
-from alignprobe.report.evidence import evidence_html
+from alignprobe.findings import Finding
+from alignprobe.report.accept_html import accept_section
+from alignprobe.report.finding_html import findings_html
+from alignprobe.report.format import escape, format_number
 
 _BAD_ROW = ' class="ap-bad"'
 _LEFT = ' class="l"'
-SEVERITY_NAMES = {"error": "Errors", "warn": "Warnings", "info": "Notes"}
 
 PAGE_STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1180px;
@@ -78,8 +79,6 @@ def render_html(result: CompareResult, figures: Iterable[tuple[str, Figure]] = (
     for pair in result.streams:
         body += [f"<h2>Per HF index: {_pair_title(pair)}</h2>", layer_table(pair, result.policy, half_width_multiplier(result))]
     if result.accept:
-        from alignprobe.report.accept_html import accept_section
-
         body.append(accept_section(result.accept))
     figures = list(figures)
     if figures:
@@ -107,34 +106,6 @@ def verdict_banner(result: CompareResult) -> str:
         f"<p>{escape(summary or 'no findings')} &middot; {escape(scope)} &middot; N={result.num_layers} layers, H={result.hidden_size}</p>"
         f"<p>train <code>{escape(result.train_path)}</code> vs serve <code>{escape(result.serve_path)}</code></p></div>"
     )
-
-
-def findings_html(findings: list[Finding], with_evidence: bool = True, policy: dict[str, Any] | None = None) -> str:
-    if not findings:
-        return '<p class="ap-muted">No findings: every check passed.</p>'
-    parts = []
-    for severity in sorted(SEVERITY_NAMES, key=lambda s: -SEVERITY_RANK[s]):
-        group = [f for f in findings if f.severity == severity]
-        if not group:
-            continue
-        parts.append(f"<h3>{SEVERITY_NAMES[severity]} ({len(group)})</h3>")
-        parts += [finding_html(f, with_evidence, policy) for f in group]
-    return "\n".join(parts)
-
-
-def finding_html(finding: Finding, with_evidence: bool = True, policy: dict[str, Any] | None = None) -> str:
-    stream = f' <span class="ap-muted">on <code>{escape(finding.stream)}</code></span>' if finding.stream else ""
-    parts = [
-        f'<div class="ap-finding ap-{escape(finding.severity)}" data-code="{escape(finding.code)}">',
-        f'<h3><span class="ap-sev ap-sev-{escape(finding.severity)}">{escape(finding.severity)}</span>'
-        f"<code>{escape(finding.code)}</code> {escape(finding.title)}{stream}</h3>",
-    ]
-    if with_evidence and finding.evidence:
-        parts.append(evidence_html(finding.evidence, policy))
-    if finding.fix:
-        parts.append(f'<p class="ap-fix"><b>Fix:</b> {escape(finding.fix)}</p>')
-    parts.append("</div>")
-    return "\n".join(parts)
 
 
 def layer_table(pair: StreamComparison, policy: dict[str, Any] | None = None, multiplier: float = Z95) -> str:
@@ -282,32 +253,6 @@ def figure_png_base64(fig: Figure, dpi: int = 100) -> str:
 
 # -- formatting ------------------------------------------------------------------------------------
 
-def format_value(value: Any) -> str:
-    """Evidence values for people: floats to 4 significant digits, short lists inline, dicts as JSON."""
-    if isinstance(value, float):
-        return format_number(value, 4)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(format_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {format_value(v)}" for k, v in value.items()) + "}"
-    return str(value)
-
-
-def format_number(value: Any, digits: int) -> str:
-    if isinstance(value, str):  # "inf" / "nan" as JSON stores them
-        return value
-    if value is None:
-        return "-"
-    value = float(value)
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e5):
-        return f"{value:.{max(1, digits - 1)}e}"
-    return f"{value:.{digits}g}" if abs(value) >= 1 else f"{value:.{digits}f}".rstrip("0").rstrip(".") or "0"
-
-
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
@@ -330,7 +275,3 @@ def _pair_title(pair: StreamComparison) -> str:
     if pair.serve_stream == pair.train_stream:
         return f"<code>{escape(pair.serve_stream)}</code>"
     return f"serve <code>{escape(pair.serve_stream)}</code> vs train <code>{escape(pair.train_stream)}</code>"
-
-
-def escape(value: Any) -> str:
-    return html.escape(str(value), quote=True)

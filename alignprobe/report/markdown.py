@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from alignprobe.compare.result import CompareResult, StreamComparison
-from alignprobe.report.html import format_number, format_value
+from alignprobe.findings import render
+from alignprobe.report.format import format_number, format_value
 
 MAX_FINDINGS = 8  # a CI comment is read on one screen; the HTML report has the rest
 MAX_EVIDENCE = 4
@@ -28,7 +29,7 @@ def render_markdown(result: CompareResult, report_name: str = "report.html") -> 
     shown = result.findings[:MAX_FINDINGS]
     if shown:
         lines += ["| severity | code | finding |", "|---|---|---|"]
-        lines += [f"| {f.severity} | `{f.code}` | {_cell(f.title)} |" for f in shown]
+        lines += [f"| {f.severity} | `{f.code}` | {_cell(render.title(f))} |" for f in shown]
         if len(result.findings) > len(shown):
             lines.append(f"| | | and {len(result.findings) - len(shown)} more in {report_name} |")
         lines.append("")
@@ -36,7 +37,8 @@ def render_markdown(result: CompareResult, report_name: str = "report.html") -> 
             if f.severity == "info":
                 continue
             evidence = ", ".join(f"{k}={format_value(v)}" for k, v in _short_evidence(f.evidence))
-            lines.append(f"- **`{f.code}`**" + (f" ({_cell(evidence)})" if evidence else "") + (f": {f.fix}" if f.fix else ""))
+            fix = render.fix(f)
+            lines.append(f"- **`{f.code}`**" + (f" ({_cell(evidence)})" if evidence else "") + (f": {fix}" if fix else ""))
         lines.append("")
     else:
         lines += ["No findings: every check passed.", ""]

@@ -7,7 +7,9 @@ this view stays text so a notebook with many results stays light.
 from __future__ import annotations
 
 from alignprobe.compare.result import CompareResult, StreamComparison
-from alignprobe.report.html import STYLE, findings_html, format_number, mapping_table, verdict_banner, escape
+from alignprobe.report.finding_html import findings_html
+from alignprobe.report.format import escape, format_number
+from alignprobe.report.html import STYLE, mapping_table, verdict_banner
 
 PLOT_METHODS = "plot_similarity(), plot_layers(), plot_positions(), plot_slices(), plot_token_cosines()"
 

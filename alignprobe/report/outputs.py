@@ -13,8 +13,11 @@ import sys
 from typing import Callable, Mapping, TextIO
 
 from alignprobe.compare.result import CompareResult
+from alignprobe.findings.exit_status import ExitStatus, exit_status
+from alignprobe.report.github import publish
+from alignprobe.report.junit import write_junit
+from alignprobe.report.writer import result_json, write_report
 from alignprobe.safe_paths import write_text_atomic
-from alignprobe.exit_status import ExitStatus, exit_status, result_json
 
 STDOUT = "-"
 
@@ -29,13 +32,6 @@ class Outputs:
     notes: list[str] = dataclasses.field(default_factory=list)  # plots the report left out, and why
 
 
-def checked_codes() -> list[str]:
-    """Every finding class a comparison checks: the JUnit file lists each as a test case."""
-    from alignprobe.compare.diagnoses import DEFAULT_SEVERITY
-
-    return list(DEFAULT_SEVERITY)
-
-
 def write_outputs(
     result: CompareResult,
     *,
@@ -48,24 +44,18 @@ def write_outputs(
     stdout: TextIO | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> Outputs:
-    status = exit_status(result, strict)
+    status = exit_status(result.verdict, result.findings, strict)
     out = Outputs(status)
     stdout = stdout or sys.stdout
     if json_path is not None:
         out.json = write_json(json_path, result_json(result, status), stdout)
     if report_dir is not None:
-        from alignprobe.report.writer import write_report
-
         files = write_report(result, report_dir, exit=status)
         out.report_html, out.notes = files.html, files.notes
     if junit_path is not None:
-        from alignprobe.report.junit import write_junit
-
-        out.junit = write_junit(junit_path, result.findings, checked_codes(), suite=suite, strict=strict,
+        out.junit = write_junit(junit_path, result.findings, "compare", suite=suite, strict=strict,
                                 elapsed_s=result.elapsed_s,
                                 properties={"verdict": result.verdict, "exit_code": str(status.code)})
-    from alignprobe.report.github import publish
-
     out.github = publish(result, out.report_html, env=env, echo=echo or (lambda line: print(line, file=stdout)))
     return out
 

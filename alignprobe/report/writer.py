@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 from matplotlib.figure import Figure
@@ -10,7 +11,7 @@ from matplotlib.figure import Figure
 from alignprobe.compare.result import CompareResult
 from alignprobe.dump import Dump
 from alignprobe.errors import AlignprobeError, BadInput
-from alignprobe.exit_status import ExitStatus, result_json
+from alignprobe.findings.exit_status import ExitStatus, with_status
 from alignprobe.safe_paths import output_folder, write_text_atomic
 from alignprobe.report import figures
 from alignprobe.report.html import render_html
@@ -114,8 +115,14 @@ def write_report(
     _write_atomic(files.markdown, render_markdown(result, HTML_NAME))
     if write_json:
         # beside the result, the exit code and its reason when the caller decided them (compare, gate)
-        _write_atomic(files.json, result_json(result, exit) if exit is not None else result.to_json())
+        _write_atomic(files.json, result_json(result, exit))
     return files
+
+
+def result_json(result: CompareResult, status: ExitStatus | None = None) -> str:
+    """result.json's text: the result, with its exit code and reason where the caller decided them."""
+    record = result.to_dict()
+    return json.dumps(with_status(record, status) if status is not None else record, indent=2, allow_nan=False)
 
 
 def _write_atomic(path: str, text: str) -> None:

@@ -6,6 +6,8 @@ import html
 import json
 
 from alignprobe.audit.result import AuditResult
+from alignprobe.findings import render
+from alignprobe.findings.jsonable import jsonable
 
 COLOURS = {"info": "#2563eb", "warn": "#b45309", "error": "#b91c1c", "PASS": "#15803d", "WARN": "#b45309", "FAIL": "#b91c1c"}
 
@@ -14,8 +16,8 @@ def render_html(result: AuditResult) -> str:
     e = html.escape
     rows = "".join(
         f"<tr><td style='color:{COLOURS[f.severity]}'>{e(f.severity)}</td><td><code>{e(f.code)}</code></td>"
-        f"<td>{e(f.title)}<br><small>{e(f.fix)}</small><details><summary>evidence</summary>"
-        f"<pre>{e(json.dumps(f.evidence, indent=1, default=str)[:20000])}</pre></details></td></tr>"
+        f"<td>{e(render.title(f))}<br><small>{e(render.fix(f))}</small><details><summary>evidence</summary>"
+        f"<pre>{e(json.dumps(jsonable(f.evidence), indent=1)[:20000])}</pre></details></td></tr>"
         for f in result.findings)
     slices = "".join(
         f"<tr><td>{e(s.key)}</td><td>{s.rows}</td><td>{s.nan_rows}</td><td>{s.inf_rows}</td><td>{s.zero_rows}</td>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alignprobe.audit.result import AuditResult
+from alignprobe.findings import render
 
 ICON = {"PASS": "✅", "WARN": "⚠️", "FAIL": "❌"}
 
@@ -14,11 +15,9 @@ def render_markdown(result: AuditResult) -> str:
              f"{result.elapsed_s:.1f} s", ""]
     if result.findings:
         lines += ["| severity | code | finding |", "|---|---|---|"]
-        lines += [f"| {f.severity} | `{f.code}` | {f.title} |" for f in result.findings]
+        lines += [f"| {f.severity} | `{f.code}` | {render.title(f)} |" for f in result.findings]
         lines.append("")
-        for f in result.findings:
-            if f.fix:
-                lines.append(f"- **{f.code}**: {f.fix}")
+        lines += [f"- **{f.code}**: {render.fix(f)}" for f in result.findings if render.fix(f)]
         lines.append("")
     lines += ["| slice | rows | NaN | Inf | zero | constant | median norm |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {s.key} | {s.rows} | {s.nan_rows} | {s.inf_rows} | {s.zero_rows} | {s.constant_rows} | "
@@ -34,6 +33,6 @@ def format_summary(result: AuditResult) -> str:
     """The terminal summary: verdict and one line a finding."""
     lines = [f"audit {result.verdict}: {result.samples} samples, {result.tokens} tokens, "
              f"{result.bytes / 1e9:.2f} GB in {result.elapsed_s:.1f} s"]
-    lines += [f"  {f.severity:5} {f.code:22} {f.title}" for f in result.findings]
+    lines += [f"  {f.severity:5} {f.code:22} {render.title(f)}" for f in result.findings]
     lines += [f"  note: {n}" for n in result.notes]
     return "\n".join(lines)
