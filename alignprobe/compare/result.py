@@ -314,7 +314,7 @@ class CompareResult:
     def from_json(cls, text: str) -> "CompareResult":
         return cls.from_dict(json.loads(text))
 
-    # -- notebook view and plots (drawn by alignprobe.report, imported when drawn) ----------------------------
+    # -- notebook view and plots (drawn by alignprobe.report, found by alignprobe.views) ------------------
 
     def _repr_html_(self) -> str:
         return _view("repr_html")(self)
@@ -342,15 +342,9 @@ class CompareResult:
 
 
 def _view(name: str) -> Callable[..., Any]:
-    """How a result is drawn lives in alignprobe.report, which reads results: it is imported here only
-    when a result is drawn (matplotlib is slow to import), so importing a result imports no report."""
-    if name == "repr_html":
-        from alignprobe.report.notebook import repr_html
+    from alignprobe.views import view  # the report, found when a result is drawn (a result never imports it)
 
-        return repr_html
-    from alignprobe.report import figures
-
-    return getattr(figures, name)
+    return view(name)
 
 
 # -- (de)serialisation ---------------------------------------------------------------------------
