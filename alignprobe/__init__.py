@@ -1,71 +1,44 @@
-"""alignprobe: do the hidden states a drafter is served match the ones it was trained on?"""
+"""alignprobe: do the hidden states a drafter is served match the ones it was trained on?
+
+Importing the package has no side effects and loads nothing heavy: each public name is imported when
+first used. The console script imports this root before its own first line runs, and numpy and h5py
+take a quarter of a second: its Ctrl-C handler (cli/interrupt.py) must be in place before they load.
+A CPU comparison of two dumps never imports torch.
+"""
 
 __version__ = "0.1.0"
 
-import os as _os  # noqa: E402
-import sys as _sys  # noqa: E402
+from alignprobe.errors import AlignprobeError, BadInput  # noqa: E402 - stdlib only
 
-# The console script imports this package before its own first line runs, and numpy and h5py below
-# take a quarter of a second: a Ctrl-C then must already be the one line of cli/interrupt.py (stdlib
-# only), not a KeyboardInterrupt traceback. In-process users (a notebook, python -c) are left alone.
-if _os.path.basename(_sys.argv[0] if _sys.argv else "") == "alignprobe":
-    from alignprobe.cli import interrupt as _interrupt
+# public name -> (module, attribute); attribute None: the module itself (compare and accept are callable)
+_LAZY = {
+    "Dump": ("alignprobe.dump", "Dump"),
+    "DumpWriter": ("alignprobe.dump", "DumpWriter"),
+    "Provenance": ("alignprobe.dump", "Provenance"),
+    "StreamClaim": ("alignprobe.dump", "StreamClaim"),
+    "open_dump": ("alignprobe.dump", "open_dump"),
+    "DumpSummary": ("alignprobe.inspect", "DumpSummary"),
+    "inspect_dump": ("alignprobe.inspect", "inspect_dump"),
+    "compare": ("alignprobe.compare", None),  # alignprobe.compare(train, serve)
+    "CompareResult": ("alignprobe.compare", "CompareResult"),
+    "Policy": ("alignprobe.compare", "Policy"),
+    "accept": ("alignprobe.accept", None),  # alignprobe.accept(drafter, train, serve)
+    "AcceptResult": ("alignprobe.accept", "AcceptResult"),
+    "audit": ("alignprobe.audit", None),  # alignprobe.audit(paths); needs torch
+}
 
-    _interrupt.install()
-
-from alignprobe.errors import AlignprobeError, BadInput  # noqa: E402
-from alignprobe.dump import (  # noqa: E402
-    Dump,
-    DumpWriter,
-    Provenance,
-    StreamClaim,
-    open_dump,
-)
-from alignprobe.inspect import DumpSummary, inspect_dump  # noqa: E402
-import alignprobe.compare  # noqa: E402,F401 - the package is callable: alignprobe.compare(train, serve)
-from alignprobe.compare import CompareResult, Policy  # noqa: E402
-import alignprobe.accept  # noqa: E402,F401 - callable too: alignprobe.accept(drafter, train, serve)
-from alignprobe.accept import AcceptResult  # noqa: E402
-
-
-def _report_view(name: str):
-    """The report's drawing of a result (imported when first drawn: matplotlib is slow to import)."""
-    if name == "repr_html":
-        from alignprobe.report.notebook import repr_html
-
-        return repr_html
-    from alignprobe.report import figures
-
-    return getattr(figures, name)
-
-
-alignprobe.compare.result.VIEWS = _report_view  # results never import the report: the root wires them
-
-__all__ = [
-    "__version__",
-    "AcceptResult",
-    "accept",
-    "AlignprobeError",
-    "BadInput",
-    "audit",
-    "CompareResult",
-    "Dump",
-    "DumpWriter",
-    "DumpSummary",
-    "Policy",
-    "compare",
-    "Provenance",
-    "StreamClaim",
-    "inspect_dump",
-    "open_dump",
-]
+__all__ = ["__version__", "AlignprobeError", "BadInput", *_LAZY]
 
 
 def __getattr__(name):
-    # alignprobe.audit(paths) works without importing the audit (and torch, which it needs) until used:
-    # a CPU comparison of two dumps never imports torch.
-    if name == "audit":
-        import importlib
+    if name not in _LAZY:
+        raise AttributeError(f"module 'alignprobe' has no attribute {name!r}")
+    import importlib
 
-        return importlib.import_module("alignprobe.audit")
-    raise AttributeError(f"module 'alignprobe' has no attribute {name!r}")
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name)
+    return module if attribute is None else getattr(module, attribute)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -46,9 +46,7 @@ def run_driver(
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``driver`` under ``python`` (default: this interpreter) on ``request``; returns its result."""
-    python = python or sys.executable
-    if not os.path.isfile(python) or not os.access(python, os.X_OK):
-        raise BadInput(f"{engine}: the engine's Python {python!r} is not an executable file (give --engine-python)")
+    python = _executable(engine, python)
     folder = os.fspath(workdir)
     os.makedirs(folder, exist_ok=True)
     request_path = os.path.join(folder, "request.json")
@@ -77,6 +75,38 @@ def run_driver(
         return result
     why = result["error"] if result and result.get("error") else _last_line(log_path) or f"exit status {code}"
     raise EngineFailed(f"{engine} failed: {why} (engine log: {log_path})")
+
+
+def check_engine_python(engine: str, python: str | None, module: str, timeout_s: float = 60.0) -> str:
+    """That ``python`` runs and finds ``module`` (e.g. vllm); returns the interpreter's path.
+
+    Found, not imported: importing vLLM 0.32 takes about 30 s on a busy 2-core machine, the better part
+    of what a wrong venv would cost; a wrong or incomplete venv is caught here in under a second, and
+    an install that is there but broken by the driver's own import, as before."""
+    python = _executable(engine, python)
+    probe = f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({module!r}) else 9)"
+    try:
+        done = subprocess.run([python, "-c", probe], stdin=subprocess.DEVNULL, capture_output=True,
+                              env=engine_env(), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise EngineFailed(f"{engine}: {python} did not start within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise BadInput(f"{engine}: the engine's Python {python!r} does not run ({exc.strerror or exc})") from None
+    if done.returncode == 9:
+        raise BadInput(f"{engine}: {python} has no {module} module: give the Python of {engine}'s venv "
+                       "(engine_python / --engine-python)")
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise BadInput(f"{engine}: the engine's Python {python!r} failed to start "
+                       f"({lines[-1][:300] if lines else f'exit status {done.returncode}'})")
+    return python
+
+
+def _executable(engine: str, python: str | None) -> str:
+    python = python or sys.executable
+    if not os.path.isfile(python) or not os.access(python, os.X_OK):
+        raise BadInput(f"{engine}: the engine's Python {python!r} is not an executable file (give --engine-python)")
+    return python
 
 
 def stop_process(process: subprocess.Popen) -> None:

@@ -266,9 +266,7 @@ def load_hf_model(
     """
     path = os.fspath(path)
     transformers = _import_transformers()
-    if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, "config.json")):
-        raise BadInput(f"{path}: not a local model directory (no config.json); give the folder of a saved model")
-    _check_layer_count(path)
+    local_model_dir(path)
     torch_dtype = parse_dtype(dtype)
     target = checked_device(device) if device is not None else None
     _quiet_transformers(transformers, quiet)
@@ -288,6 +286,16 @@ def load_hf_model(
     except (OSError, ValueError, KeyError, TypeError):
         pass  # prompts given as input_ids need no tokenizer; text and chat prompts will say so
     return model.eval(), tokenizer
+
+
+def local_model_dir(path: str | os.PathLike) -> str:
+    """``path`` if it is a saved model's folder whose config.json gives a usable layer count (checked
+    before anything loads: the gate checks it before it captures either side)."""
+    path = os.fspath(path)
+    if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, "config.json")):
+        raise BadInput(f"{path}: not a local model directory (no config.json); give the folder of a saved model")
+    _check_layer_count(path)
+    return path
 
 
 # -- plumbing ------------------------------------------------------------------------------------

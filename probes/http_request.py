@@ -58,3 +58,24 @@ def broken_off(exc: httpx.ProtocolError) -> str:
     """What a protocol error means to the user: the server was reached but broke off its answer (or
     broke HTTP), so "cannot reach" would send them looking at the wrong thing."""
     return f"the server broke off its answer or broke HTTP ({type(exc).__name__}: {first_line(exc)})"
+
+
+def check_health(base_url: str, engine: str, timeout: float = 10.0, client: httpx.Client | None = None) -> None:
+    """``GET /health`` answers 200 (SGLang and vLLM both serve it): the server is up and ready."""
+    url = str(checked_url(base_url)).rstrip("/") + "/health"
+    own = client is None
+    client = client or httpx.Client(timeout=timeout)
+    try:
+        response = whole_request(client, "GET", url, None, timeout)
+    except httpx.TimeoutException:
+        raise BadInput(f"{url}: the {engine} server did not answer within {timeout:g} s; is it running?") from None
+    except httpx.TransportError as exc:
+        raise BadInput(f"{url}: cannot reach the {engine} server ({type(exc).__name__}); is it running?") from None
+    except httpx.HTTPError as exc:
+        raise BadInput(f"{url}: the {engine} server's answer is malformed ({type(exc).__name__})") from None
+    finally:
+        if own:
+            client.close()
+    if response.status_code != 200:
+        raise BadInput(f"{url}: the {engine} server answered HTTP {response.status_code}; is it still starting, "
+                       "or is this another service?")

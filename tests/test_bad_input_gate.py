@@ -4,6 +4,7 @@ list was an internal error), and bytes that are not UTF-8, NaN, deep nesting (re
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 from hypothesis import given, strategies as st
@@ -27,6 +28,16 @@ def wrong_values(kind):
     fits = {"str": ("a string",), "int": ("an integer",), "float": ("an integer", "a float"), "bool": ("a boolean",),
             "list[int]": ("a list",), "dict[str, Any]": ("a table",)}[kind]
     return [v for k, v in TOML_VALUES.items() if k not in fits]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _in_a_folder_of_its_own(tmp_path_factory):
+    """A refused gate leaves its error outputs in the default out folder, alignprobe-gate/ in the
+    current folder: here, not the repository."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(before)
 
 
 CASES = [(s, k, v) for s, k, kind in keys() for v in wrong_values(kind)

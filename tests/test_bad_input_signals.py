@@ -119,6 +119,62 @@ def test_sigint_after_the_command_finished_says_interrupted():
     one_interrupted_line(run.stderr)
 
 
+def console_script_with(prelude: str, *args):
+    """The console script, as pip generates it, in a process that first runs ``prelude``."""
+    code = textwrap.dedent(prelude) + "\nfrom alignprobe.cli.entry import main\nsys.exit(main())\n"
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def lines_until(stream, marker: bytes, limit: int = 20) -> list[bytes]:
+    seen = []
+    for _ in range(limit):
+        line = stream.readline()
+        if not line:
+            break
+        seen.append(line.strip())
+        if line.strip() == marker:
+            break
+    return seen
+
+
+def test_sigint_while_a_finished_command_exits_says_interrupted(tmp_path):
+    """The command has printed its outcome; the process is running its exit handlers (a flush, a
+    pool's shutdown). A Ctrl-C then is the same line and 130: the user asked the run to stop, and a
+    script's next step must not start (`alignprobe gate && train`)."""
+    proc = console_script_with("""
+        import atexit, sys, time
+        atexit.register(lambda: (print("exiting", file=sys.stderr, flush=True), time.sleep(20)))
+    """, "inspect", tmp_path / "missing.h5")
+    seen = lines_until(proc.stderr, b"exiting")
+    assert seen[-1] == b"exiting", seen
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (seen, err)
+    assert b"no such" in seen[0].lower() or b"missing.h5" in seen[0], seen  # the command's own line came first
+    one_interrupted_line(err)
+
+
+def test_a_finished_command_never_reaches_pythons_teardown(tmp_path):
+    """Python's shutdown puts SIGINT back to its default action, then tears modules down (torch and
+    h5py take a while): a Ctrl-C there killed the process by the signal with no line. The console
+    script ends before that teardown; a Ctrl-C that still reached it must say so and exit 130."""
+    proc = console_script_with("""
+        import sys, time
+        class TornDownLate:
+            def __del__(self):
+                print("tearing down", file=sys.stderr, flush=True)
+                time.sleep(5)
+        late = TornDownLate()
+    """, "inspect", tmp_path / "missing.h5")
+    seen = lines_until(proc.stderr, b"tearing down")
+    if seen and seen[-1] == b"tearing down":
+        proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert b"tearing down" not in seen, (proc.returncode, seen, err)
+    assert proc.returncode == 2, (seen, err)
+
+
 def test_sigint_during_a_capture_keeps_inputs_and_says_one_line(tmp_path):
     """A real capture held by a server that never answers: one SIGINT, one line, 130, inputs unchanged."""
     server = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""

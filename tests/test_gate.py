@@ -127,7 +127,8 @@ def test_gate_library_call_and_flags_only(model, model_dir, prompts, tmp_path):
     (["--sglang-url", "http://127.0.0.1:9"], "train.model and train.prompts missing"),
     (["--config", "absent.toml"], "no such gate config"),
 ])
-def test_gate_bad_input_writes_error_json(tmp_path, args, message):
+def test_gate_bad_input_writes_error_json(tmp_path, args, message, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the error outputs go to the default out folder, alignprobe-gate/ here
     path = tmp_path / "result.json"
     r = _gate(*args, "--json", str(path))
     assert r.exit_code == 2 and message in r.stderr and "Traceback" not in r.output
@@ -136,7 +137,8 @@ def test_gate_bad_input_writes_error_json(tmp_path, args, message):
     assert message in record["error"]
 
 
-def test_gate_config_rejects_unknown_keys(tmp_path):
+def test_gate_config_rejects_unknown_keys(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the error outputs go to the default out folder, alignprobe-gate/ here
     path = tmp_path / "gate.toml"
     path.write_text('[train]\nmodle = "x"\n')
     r = _gate("--config", str(path))

@@ -54,30 +54,15 @@ def parse_layer_list(value: str | None, what: str = "--layers") -> str | list[in
 def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, layers, aux_layers, batch_size, padding_side,
                        simulate_quant, group_size, limit, shard_tokens, resume, force, trust_remote_code, quiet) -> None:
     """Capture with transformers, as a training extractor does (all HF indices by default)."""
-    from alignprobe.probes.hf import capture_hf, load_hf_model
-    from alignprobe.probes.prompts import load_prompts
-    from alignprobe.quant import simulate_weight_quant
-    from alignprobe.safe_paths import input_file, output_file, refuse_overlap
+    from alignprobe.capture import capture_train
+    from alignprobe.dump import open_dump
 
-    refuse_overlap({"--out": output_file(out_path, "--out")},
-                   {"--model": model_dir, "--prompts": input_file(prompts_path, "prompt file")})
-    model, tokenizer = load_hf_model(model_dir, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
-                                     quiet=quiet)
-    prompt_set = load_prompts(prompts_path, tokenizer, limit=limit)
-    if simulate_quant:
-        simulate_weight_quant(model, simulate_quant, group_size=group_size)
-    path = capture_hf(
-        model,
-        prompt_set.prompts,
-        out_path,
-        layers=parse_layer_list(layers),
-        aux_layers=parse_layer_list(aux_layers, "--aux-layers"),
-        batch_size=batch_size,
-        padding_side=padding_side,
-        resume=resume,
-        overwrite=force,
-        progress=not quiet,
+    path = capture_train(
+        model_dir, prompts_path, out_path, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
+        limit=limit, simulate_quant=simulate_quant, group_size=group_size, quiet=quiet,
+        layers=parse_layer_list(layers), aux_layers=parse_layer_list(aux_layers, "--aux-layers"),
+        batch_size=batch_size, padding_side=padding_side, resume=resume, overwrite=force, progress=not quiet,
         shard_tokens=shard_tokens,
-        provenance={"model": model_dir, "capture": prompt_set.provenance()},
     )
-    click.echo(f"wrote {path} ({len(prompt_set)} samples)")
+    with open_dump(path) as dump:
+        click.echo(f"wrote {path} ({dump.num_samples} samples)")

@@ -7,8 +7,6 @@ import click
 from alignprobe.cli.capture import capture, parse_layer_list
 from alignprobe.cli.engine_args import parse_engine_args
 from alignprobe.cli.options import NUM_LAYERS, SECONDS
-from alignprobe.errors import BadInput
-from alignprobe.safe_paths import input_dir, input_file, output_file, refuse_overlap
 
 
 @capture.command("vllm")
@@ -46,50 +44,19 @@ def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir
                          prompts_path, out_path, engine_python, dtype, max_model_len, enforce_eager, engine_args,
                          stream_role, timeout, resume, force, quiet) -> None:
     """Capture what vLLM's extract_hidden_states writes: [S, L, H] per request, split into aux and final."""
+    from alignprobe.capture import capture_vllm
     from alignprobe.dump import open_dump
     from alignprobe.dump.marks import summary_line
-    from alignprobe.probes.vllm_files import capture_vllm_files
 
-    if sum(x is not None for x in (from_dir, url, offline_model)) != 1:
-        raise BadInput("give exactly one of --from-dir, --url or --offline-model")
-    refuse_overlap({"--out": output_file(out_path, "--out")},
-                   {"--from-dir": from_dir and input_dir(from_dir, "connector folder"),
-                    "--tokens-from": tokens_from and input_file(tokens_from, "dump"),
-                    "--prompts": prompts_path and input_file(prompts_path, "prompt file"),
-                    "--offline-model": offline_model, "--storage-dir": storage_dir})
-    ids = parse_layer_list(layer_ids, "--layer-ids")
-    if isinstance(ids, str) or not ids:
-        raise BadInput("--layer-ids takes the ids vLLM ran with, e.g. 2,30,58,61")
     options = parse_engine_args(engine_args)
     options.update({k: v for k, v in (("dtype", dtype), ("max_model_len", max_model_len)) if v is not None})
     if enforce_eager:
         options["enforce_eager"] = True
-    if offline_model is None and (options or engine_python):
-        raise BadInput("--engine-python, --dtype, --max-model-len, --enforce-eager and --engine-arg go with --offline-model")
-    source, prompts, provenance = from_dir, None, None
-    if from_dir is None:
-        prompts = _prompts(tokens_from, prompts_path)
-        if url is not None:
-            from alignprobe.probes.vllm_drive import request_files
-
-            if not served_model:
-                raise BadInput("--url needs --model, the name the server serves the model under")
-            source = request_files(url, served_model, prompts, timeout=timeout)
-        else:
-            from alignprobe.probes.vllm_drive import generate_offline
-
-            if not storage_dir:
-                raise BadInput("--offline-model needs --storage-dir, where vLLM writes its files")
-            run = generate_offline(offline_model, prompts, ids, storage_dir, python=engine_python, engine_options=options)
-            source = run.paths
-            provenance = {"model": offline_model, "dtype": run.dtype, "engine_version": run.vllm_version,
-                          "capture": {"engine_options": run.engine_options, "engine_start_s": round(run.start_s, 2),
-                                      "engine_generate_s": round(run.generate_s, 3)}}
-        if url is not None:
-            provenance = {"model": served_model, "capture": {"server": url}}
-    path = capture_vllm_files(source, out_path, layer_ids=ids, num_layers=num_layers, tokens_from=tokens_from,
-                              prompts=prompts, stream_role=stream_role, resume=resume, overwrite=force,
-                              progress=not quiet, provenance=provenance)
+    path = capture_vllm(out_path, layer_ids=parse_layer_list(layer_ids, "--layer-ids"), from_dir=from_dir, url=url,
+                        served_model=served_model, offline_model=offline_model, storage_dir=storage_dir,
+                        engine_python=engine_python, engine_options=options, tokens_from=tokens_from,
+                        prompts_path=prompts_path, timeout=timeout, num_layers=num_layers, stream_role=stream_role,
+                        resume=resume, overwrite=force, progress=not quiet)
     with open_dump(path) as dump:
         parts = ", ".join(f"{name} HF{list(c.hf_indices)}" for name, c in dump.streams.items())
         skipped = dump.provenance.capture.get("files_skipped_no_matching_prompt") or 0
@@ -100,14 +67,3 @@ def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir
             short = len(dump.marks.short_indices())
             click.echo(marked + ("; for whole rows run vLLM with --no-enable-prefix-caching" if short else ""), err=True)
 
-
-def _prompts(tokens_from, prompts_path):
-    if (tokens_from is None) == (prompts_path is None):
-        raise BadInput("give exactly one of --tokens-from DUMP or --prompts JSONL for the prompts to send")
-    if tokens_from is not None:
-        from alignprobe.probes.dump_prompts import prompts_from_dump
-
-        return prompts_from_dump(tokens_from).prompts
-    from alignprobe.probes.prompts import load_prompts
-
-    return load_prompts(prompts_path).prompts

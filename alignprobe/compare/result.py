@@ -318,7 +318,7 @@ class CompareResult:
     def from_json(cls, text: str) -> "CompareResult":
         return cls.from_dict(json.loads(text))
 
-    # -- notebook view and plots (drawn by alignprobe.report, looked up through VIEWS) ----------------------------
+    # -- notebook view and plots (drawn by alignprobe.report, found by alignprobe.views) ------------------
 
     def _repr_html_(self) -> str:
         return _view("repr_html")(self)
@@ -345,16 +345,10 @@ class CompareResult:
         return _view("token_cosine_histogram")(self, stream)
 
 
-# How a result is drawn lives in alignprobe.report, which reads results: a result never imports the
-# report. The package root installs the lookup (alignprobe/__init__.py): VIEWS(name) -> the callable
-# ("repr_html", or a figure of alignprobe.report.figures).
-VIEWS: Callable[[str], Callable[..., Any]] | None = None
-
-
 def _view(name: str) -> Callable[..., Any]:
-    if VIEWS is None:
-        raise RuntimeError("no report is installed to draw results: import alignprobe (the package root installs it)")
-    return VIEWS(name)
+    from alignprobe.views import view  # the report, found when a result is drawn (a result never imports it)
+
+    return view(name)
 
 
 # -- (de)serialisation ---------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """What ``alignprobe gate`` runs: one small TOML file (or the same keys as flags).
 
-    out = "alignprobe-gate"          # train.h5, serve.h5, result.json, report/ go here
+    out = "alignprobe-gate"          # train.h5, serve.h5, result.json, junit.xml, report/ go here
     strict = false                   # true: a WARN fails the gate too
-    junit = "alignprobe-gate/junit.xml"
+    junit = "alignprobe-gate/junit.xml"   # (the default: <out>/junit.xml)
 
     [train]                          # capture hf: the training extractor's view
     model = "/models/target"
@@ -14,13 +14,15 @@
     # vllm_dir = "/shared/hs"                         files the connector already wrote
     # vllm_url = "http://127.0.0.1:8000"  + vllm_model = "target"
     # vllm_offline_model = "/models/target" + vllm_storage_dir = "/tmp/hs"
+    #     + engine_python = "/venvs/vllm/bin/python" (vLLM's venv) and engine_args = { enforce_eager = true }
     layer_ids = [1, 29, 57]          # the drafter's ids (required for vLLM)
 
     [policy]                         # tolerances (docs/policy.md), as --set
     drift_fail_rel_rms = 0.1
 
 Relative paths in the file are relative to the file's folder, so a config committed beside the
-prompts works from any working directory.
+prompts works from any working directory. ``--out`` moves the file's json and junit paths with it
+when they lie in the file's out folder (:meth:`GateConfig.moved_to`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class ServeSide:
     vllm_model: str | None = None
     vllm_offline_model: str | None = None
     vllm_storage_dir: str | None = None
+    engine_python: str | None = None  # vllm_offline_model: the Python of vLLM's venv [default: this one]
+    engine_args: dict[str, Any] = dataclasses.field(default_factory=dict)  # vllm_offline_model: vllm.LLM keywords
     layer_ids: list[int] | None = None
     num_layers: int | None = None
     hidden_size: int | None = None
@@ -77,7 +81,7 @@ class GateConfig:
     serve: ServeSide = dataclasses.field(default_factory=ServeSide)
     out: str = "alignprobe-gate"
     strict: bool = False
-    junit: str | None = None
+    junit: str | None = None  # default: <out>/junit.xml
     json: str | None = None  # default: <out>/result.json
     policy: dict[str, Any] = dataclasses.field(default_factory=dict)  # overrides, as --set
     policy_file: str | None = None
@@ -99,7 +103,22 @@ class GateConfig:
             raise BadInput("gate: vllm_url needs vllm_model, the name the server serves the model under")
         if source == "vllm_offline_model" and not self.serve.vllm_storage_dir:
             raise BadInput("gate: vllm_offline_model needs vllm_storage_dir, where vLLM writes its files")
+        if source != "vllm_offline_model" and (self.serve.engine_python or self.serve.engine_args):
+            raise BadInput("gate: engine_python and engine_args go with vllm_offline_model (the engine the gate runs)")
         return self
+
+    def moved_to(self, out: str) -> "GateConfig":
+        """This config writing into ``out`` instead: a json or junit path inside the old out folder moves
+        with it (``--out`` on the command line must not leave the JUnit file in the config's folder)."""
+        old = os.path.abspath(self.out)
+
+        def follow(path: str | None) -> str | None:
+            if not path or path == "-":
+                return path
+            relative = os.path.relpath(os.path.abspath(path), old)
+            return path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else os.path.join(out, relative)
+
+        return dataclasses.replace(self, out=out, json=follow(self.json), junit=follow(self.junit))
 
 
 def load_config(path: str | os.PathLike) -> GateConfig:
@@ -125,7 +144,7 @@ def config_from_dict(raw: dict[str, Any], base: str | None = None, where: str = 
     config = dataclasses.replace(top, train=train, serve=serve, policy=policy)
     if base:
         for holder, names in ((config.train, ("model", "prompts")),
-                              (config.serve, ("vllm_dir", "vllm_offline_model", "vllm_storage_dir")),
+                              (config.serve, ("vllm_dir", "vllm_offline_model", "vllm_storage_dir", "engine_python")),
                               (config, ("out", "junit", "json", "policy_file"))):
             for name in names:
                 value = getattr(holder, name)

@@ -1,0 +1,14 @@
+"""One capture orchestration: what `alignprobe capture ...` and `alignprobe gate` both call.
+
+The backends (alignprobe.probes) each capture one way; these functions choose the backend for a
+source, check the source once, and record the same provenance, so a command line and a gate config
+that name the same source capture the same dump.
+
+    train.py   capture_train: a local transformers model folder and a prompts file (capture hf)
+    vllm.py    capture_vllm: connector files, a running server, or an offline vllm.LLM in its own Python
+"""
+
+from alignprobe.capture.train import capture_train
+from alignprobe.capture.vllm import capture_vllm
+
+__all__ = ["capture_train", "capture_vllm"]
