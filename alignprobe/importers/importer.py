@@ -28,7 +28,7 @@ from alignprobe.errors import BadInput
 from alignprobe.importers import specforge, speculators
 from alignprobe.importers.detect import DUMP, EAGLE, SPECFORGE, SPECULATORS, detect_format
 from alignprobe.importers.files import is_mapped_checkpoint, read_through
-from alignprobe.importers.layer_ids import infer_num_layers, layer_ids_from_config, num_layers_from_config
+from alignprobe.layer_ids import infer_num_layers, layer_ids_from_config, num_layers_from_config
 from alignprobe.importers.sample import ForeignSample
 from alignprobe.probes.prompts import ContentIds, token_sample_id
 
