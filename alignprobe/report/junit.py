@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from typing import Iterable, Sequence
 
 from alignprobe.compare.result import SEVERITY_RANK, Finding
-from alignprobe.errors import BadInput
+from alignprobe.safe_paths import write_text_atomic
 
 
 def render_junit(
@@ -59,15 +59,7 @@ def render_junit(
 def write_junit(path: str | os.PathLike, findings: Sequence[Finding], checked: Iterable[str], **options) -> str:
     """Write :func:`render_junit` to ``path`` atomically; returns the path."""
     path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(render_junit(findings, checked, **options))
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise BadInput(f"--junit {path}: cannot write it ({exc.strerror or exc})") from None
+    write_text_atomic(path, render_junit(findings, checked, **options), "--junit")
     return path
 
 
