@@ -158,20 +158,31 @@ def output_folder(path: str | os.PathLike, flag: str) -> str:
 
 
 def write_text_atomic(path: str | os.PathLike, text: str, flag: str = "output") -> None:
-    """Write ``text`` to ``path`` by a rename from ``<path>.<pid>.tmp`` beside it; the temporary file
-    never outlives a failure, and a folder or a device at ``path`` is refused up front."""
+    """:func:`replace_atomically`, with a folder or a device at ``path`` refused up front and a
+    failure said in one line naming ``flag``."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise BadOutputPath(f"{flag} {path}: is a folder; give a file path")
     if os.path.exists(path) and not os.path.isfile(path):
         raise BadOutputPath(f"{flag} {path}: exists and is not a regular file; give a file path")
+    try:
+        replace_atomically(path, text)
+    except OSError as exc:
+        raise BadOutputPath(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
+
+
+def replace_atomically(path: str | os.PathLike, text: str) -> None:
+    """The one atomic writer: ``text`` to ``<path>.<pid>.tmp`` beside ``path``, fsynced, then renamed
+    over ``path``, so a reader (or a crash) sees the old file or the new one, never half of one. The
+    temporary file never outlives a failure; the OSError is the caller's to word."""
+    path = os.fspath(path)
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
-        raise BadOutputPath(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
     finally:
         if os.path.lexists(tmp):
             try:

@@ -20,7 +20,6 @@ from alignprobe.compare import compare
 from alignprobe.dump import open_dump
 from alignprobe.errors import BadInput
 from alignprobe.importers import FolderSource, import_source, open_pair
-from alignprobe.importers.folder_source import open_in_place
 from alignprobe.probes.hf import capture_hf
 from alignprobe.probes.prompts import prompts_from_token_lists
 from test_importers import (  # noqa: F401 - fixtures used by name
@@ -109,7 +108,7 @@ def test_reads_equal_the_imported_dump_bit_for_bit(model, token_lists, hf_dump, 
     root = write_specforge(tmp_path / "sf", model, token_lists, gz_every=2)
     imported = import_source(root, tmp_path / "sf.h5", layer_ids=SPECFORGE_IDS, num_layers=N, ids_from=hf_dump,
                              progress=False)
-    with open_dump(imported.path) as dump, open_in_place(root, layer_ids=SPECFORGE_IDS, num_layers=N,
+    with open_dump(imported.path) as dump, FolderSource(root, layer_ids=SPECFORGE_IDS, num_layers=N,
                                                            ids_from=hf_dump) as folder:
         assert folder.sample_ids == dump.sample_ids and folder.streams == dump.streams
         np.testing.assert_array_equal(folder.offsets, dump.offsets)
@@ -127,7 +126,7 @@ def test_reads_equal_the_imported_dump_bit_for_bit(model, token_lists, hf_dump, 
 def test_bf16_stays_bf16_bits(model, token_lists, tmp_path):
     root = write_specforge(tmp_path / "bf", model.to(torch.bfloat16), token_lists, gz_every=0)
     model.to(torch.float32)
-    with open_in_place(root, layer_ids=SPECFORGE_IDS, num_layers=N) as folder:
+    with FolderSource(root, layer_ids=SPECFORGE_IDS, num_layers=N) as folder:
         assert folder.streams["aux"].dtype == "bfloat16" and folder.encoding("aux") == "bfloat16-bits"
         raw = folder.read_raw("aux", 0, 5)
         assert raw.dtype == np.uint16
@@ -185,7 +184,7 @@ def test_zip_checkpoints_are_mapped_a_few_at_a_time(tmp_path):
 
 def test_a_file_damaged_after_opening_is_one_line(tmp_path, model, token_lists, serve_dump):
     root = write_specforge(tmp_path / "sf", model, token_lists, gz_every=0)
-    folder = open_in_place(root, layer_ids=SPECFORGE_IDS, num_layers=N)
+    folder = FolderSource(root, layer_ids=SPECFORGE_IDS, num_layers=N)
     with folder:
         last = folder.plan.files[-1]
         with open(last, "r+b") as fh:
@@ -220,7 +219,7 @@ def test_speculators_rows_are_read_by_themselves(model, token_lists, tmp_path, f
     write = write_speculators_fp8 if fp8 else write_speculators
     root = write(tmp_path / "s", model, token_lists)
     imported = import_source(root, tmp_path / "s.h5", layer_ids=VLLM_IDS, progress=False)
-    with open_dump(imported.path) as dump, open_in_place(root, layer_ids=VLLM_IDS) as folder:
+    with open_dump(imported.path) as dump, FolderSource(root, layer_ids=VLLM_IDS) as folder:
         for stream in dump.streams:
             for a, b, cols in [(5, 31, slice(3, 17)), (0, dump.num_tokens, None)]:
                 np.testing.assert_array_equal(folder.read_raw(stream, a, b, cols), dump.read_raw(stream, a, b, cols))

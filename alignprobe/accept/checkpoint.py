@@ -2,7 +2,8 @@
 
 SpecForge (``LlamaForCausalLMEagle3``): ``fc.weight`` [H, 3H], ``midlayer.*``, ``norm.weight``,
 ``lm_head.weight`` over the draft vocab, optional ``d2t`` / ``t2d`` and ``embed_tokens.weight``;
-the layer ids in ``eagle_config.eagle_aux_hidden_state_layer_ids`` (or at the top level).
+the layer ids in ``eagle_config.eagle_aux_hidden_state_layer_ids`` (the top-level key wins when
+both are there: alignprobe/layer_ids.py states the one precedence and its source).
 speculators (``speculators_model_type: eagle3``): ``layers.0.*`` for the decoder layer, the sizes in
 ``transformer_layer_config``, the ids at the top level, and the flags ``norm_before_fc`` (one RMSNorm
 ``input_norm`` over the 3H concat), ``fc_norm`` (one RMSNorm per tapped state), ``norm_before_residual``
@@ -19,6 +20,7 @@ from typing import Any
 
 from alignprobe.accept.checkpoint_sizes import check_layer_sizes, check_weight_shapes, positive_float, positive_int, table
 from alignprobe.errors import BadInput
+from alignprobe.layer_ids import layer_ids_in_config
 from alignprobe.safe_json import load_json_file
 
 LAYOUT_SPECFORGE = "specforge"
@@ -112,7 +114,7 @@ def _read_weights(path: str) -> dict:
 def _specforge(path: str, config: dict, raw: dict) -> DrafterCheckpoint:
     weights = {("layer." + k[len("midlayer."):] if k.startswith("midlayer.") else k): v for k, v in raw.items()}
     eagle = table(config, "eagle_config", path)
-    ids, source = _layer_ids(config, eagle)
+    ids, source = layer_ids_in_config(config, f"--drafter {path}")
     return _finish(path, LAYOUT_SPECFORGE, config, config, weights, ids, source,
                    use_aux=bool(eagle.get("use_aux_hidden_state", True)),
                    flags={"norm_before_residual": bool(config.get("norm_before_residual", False))})
@@ -125,21 +127,10 @@ def _speculators(path: str, config: dict, raw: dict) -> DrafterCheckpoint:
         raise BadInput(f"--drafter {path}: {len(extra)} weights of a second decoder layer ({extra[0]}): "
                        "only one-layer EAGLE-3 drafters are supported")
     layer = table(config, "transformer_layer_config", path) or config
-    ids, source = _layer_ids(config, table(config, "eagle_config", path))
+    table(config, "eagle_config", path)  # a non-table eagle_config is refused in either layout
+    ids, source = layer_ids_in_config(config, f"--drafter {path}")
     flags = {name: bool(config.get(name, False)) for name in ("norm_before_fc", "fc_norm", "norm_before_residual", "norm_output")}
     return _finish(path, LAYOUT_SPECULATORS, config, layer, weights, ids, source, use_aux=True, flags=flags)
-
-
-def _layer_ids(config: dict, eagle: dict) -> tuple[tuple[int, ...] | None, str]:
-    # vLLM's order: the top-level key, then eagle_config, else the model default.
-    for where, holder in (("eagle_aux_hidden_state_layer_ids", config), ("eagle_config.eagle_aux_hidden_state_layer_ids", eagle)):
-        ids = holder.get("eagle_aux_hidden_state_layer_ids")
-        if ids is not None:
-            try:
-                return tuple(int(i) for i in ids), where
-            except (TypeError, ValueError):
-                raise BadInput(f"drafter config: {where} is not a list of integers: {ids!r}") from None
-    return None, ""
 
 
 def _finish(path, layout, config, layer, weights, ids, source, *, use_aux, flags) -> DrafterCheckpoint:
@@ -169,7 +160,7 @@ def _finish(path, layout, config, layer, weights, ids, source, *, use_aux, flags
     return DrafterCheckpoint(
         path=path, layout=layout, config=config, weights=weights,
         d2t=None if d2t is None else d2t.long(), t2d=None if t2d is None else t2d.bool(),
-        layer_ids=ids, layer_ids_source=source, use_aux_hidden_state=use_aux,
+        layer_ids=None if ids is None else tuple(ids), layer_ids_source=source, use_aux_hidden_state=use_aux,
         norm_before_fc=flags.get("norm_before_fc", False), fc_norm=flags.get("fc_norm", False),
         norm_before_residual=flags.get("norm_before_residual", False), norm_output=flags.get("norm_output", False),
         hidden_size=hidden, target_hidden_size=target_hidden,

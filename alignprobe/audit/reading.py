@@ -1,8 +1,8 @@
 """Read a unit's samples leniently: what the importer refuses (rows that do not match the tokens, a
 damaged file) the audit reports as a finding, and reads on.
 
-Foreign files are opened with the importers' safe loaders (``torch.load(weights_only=True)``,
-safetensors), speculators FP8 states are dequantized the importer's way, and SpecForge's padding
+Foreign files are read by the importers' own readers in their lenient mode (importers/specforge.py,
+importers/speculators.py: ``strict=False``), so a layout is read in one place; SpecForge's padding
 tail is measured, not dropped: the padding check wants to see it.
 """
 
@@ -50,56 +50,34 @@ def _name(unit: Unit, path: str) -> str:
 
 def _foreign_sample(unit: Unit, path: str) -> AuditSample:
     from alignprobe.importers import specforge, speculators
-    from alignprobe.importers.files import SafetensorsFile, load_torch_dict
-    from alignprobe.importers.sample import as_token_ids
 
     name = _name(unit, path)
     if unit.format == "speculators":
-        f = SafetensorsFile(path)
-        missing = {"token_ids", "hidden_states"} - f.keys
-        if missing:
-            raise BadInput(f"{path}: missing {', '.join(sorted(missing))}")
-        tokens = as_token_ids(f.tensor("token_ids"), path, "token_ids")
-        scales = f.tensor(speculators.SCALES_KEY) if speculators.SCALES_KEY in f.keys else None
-        raw = f.tensor("hidden_states")
-        rows = raw.shape[0] if raw.ndim == 3 else -1
-        states = speculators.dequantized(raw, scales, path, rows) if scales is not None else raw
-        states = _as_3d(states, path, "hidden_states")
+        read = speculators.read(path, strict=False)
+        states = read.aux.reshape(len(read.aux), read.aux.shape[-1] // read.hidden_size, read.hidden_size)
         labels = [f"slice[{j}]" for j in range(states.shape[1])]
-        sample = AuditSample(name, unit.source, tokens, None, {"hidden_states": states}, {"hidden_states": labels})
+        sample = AuditSample(name, unit.source, read.token_ids, None, {"hidden_states": states}, {"hidden_states": labels})
         _speculators_mask(sample, path)
         return sample
 
-    data = load_torch_dict(path, mmap=True)  # mapped from the page cache ReadAhead filled: no copy
-    layout = specforge.layout_of(data)
-    if layout == "unknown" or "input_ids" not in data:
-        raise BadInput(f"{path}: keys {sorted(data)} are neither SpecForge's nor EAGLE ge_data's")
-    tokens = as_token_ids(data["input_ids"], path, "input_ids")
-    mask = None
-    if "loss_mask" in data and isinstance(data["loss_mask"], torch.Tensor):
-        mask = as_token_ids(data["loss_mask"].ne(0), path, "loss_mask")
-        if len(mask) != len(tokens):  # the padding and coverage checks pair them token by token
-            raise BadInput(f"{path}: loss_mask holds {len(mask)} tokens but input_ids holds {len(tokens)}")
-    keys = {"specforge": {"aux": "aux_hidden_state", "final": "hidden_state"},
-            "specforge-online": {"aux": "hidden_state", "final": "target"},
-            "eagle": {"final": "hidden_state"}}[layout]
+    # mapped from the page cache the read-ahead filled: no copy
+    read = specforge.read(path, unit.format, mmap=True, strict=False)
     states, labels = {}, {}
-    final = _as_2d(data[keys["final"]], path, keys["final"]) if keys["final"] in data else None
-    hidden = final.shape[-1] if final is not None else None
-    if "aux" in keys:
-        aux = _as_2d(data[keys["aux"]], path, keys["aux"])
-        if hidden is None or aux.shape[-1] % hidden:
-            hidden = aux.shape[-1] // 3 if aux.shape[-1] % 3 == 0 else aux.shape[-1]
-        states["aux"] = aux.reshape(aux.shape[0], -1, hidden)
+    if read.aux is not None:
+        width = read.aux.shape[-1]
+        hidden = read.hidden_size
+        if hidden is None or width % hidden:  # the slice-width check reports it; scan it as three slices
+            hidden = width // 3 if width % 3 == 0 else width
+        states["aux"] = read.aux.reshape(read.aux.shape[0], -1, hidden)
         labels["aux"] = [f"aux[{j}]" for j in range(states["aux"].shape[1])]
-    if final is not None:
-        states["final"] = final.reshape(final.shape[0], 1, -1)
+    if read.final is not None:
+        states["final"] = read.final.reshape(read.final.shape[0], 1, -1)
         labels["final"] = ["final"]
-    sample = AuditSample(name, unit.source, tokens, mask, states, labels)
-    if layout != "eagle" and mask is not None:
-        sample.padding = _padding_length(tokens, mask)
-    if mask is None:
-        sample.mask_missing = (f"{unit.source}: its {layout} files hold no loss_mask, so loss-mask coverage, "
+    sample = AuditSample(name, unit.source, read.token_ids, read.loss_mask, states, labels)
+    if read.layout != "eagle" and read.loss_mask is not None:
+        sample.padding = specforge.padding_length(read)
+    if read.loss_mask is None:
+        sample.mask_missing = (f"{unit.source}: its {read.layout} files hold no loss_mask, so loss-mask coverage, "
                                "empty masks and padding are not checked there")
     return sample
 
@@ -122,38 +100,6 @@ def _speculators_mask(sample: AuditSample, path: str) -> None:
     sample.loss_mask = np.concatenate([(mask != 0).astype(np.int64), np.zeros(sample.padding, dtype=np.int64)])
     if sample.padding:
         sample.dataset_mismatch = (len(ids), len(tokens))
-
-
-def _padding_length(tokens: np.ndarray, mask: np.ndarray) -> int:
-    from alignprobe.importers.specforge import PAD_TOKEN
-
-    pad = (tokens == PAD_TOKEN) & (mask == 0)
-    not_pad = np.flatnonzero(~pad)
-    return int(len(tokens) - (not_pad[-1] + 1 if len(not_pad) else 0))
-
-
-def _as_2d(value, path: str, key: str) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
-        raise BadInput(f"{path}: {key} is not a floating-point tensor")
-    if value.ndim == 3 and value.shape[0] == 1:
-        value = value[0]
-    if value.ndim != 2:
-        raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}; expected [S, W] (plus a batch of 1)")
-    if value.shape[1] == 0:
-        raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}: a state with no channels")
-    if value.shape[0] == 0:  # its slices cannot be told from its width by a reshape of no rows
-        raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}: no rows, a sample with no tokens")
-    return value
-
-
-def _as_3d(value, path: str, key: str) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
-        raise BadInput(f"{path}: {key} is {getattr(value, 'dtype', type(value).__name__)}, not floating-point states")
-    if value.ndim != 3:
-        raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}; expected [S, L, H]")
-    if 0 in value.shape[1:]:
-        raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}: no slices or no channels")
-    return value
 
 
 def _dump_samples(unit: Unit) -> Iterator[AuditSample]:

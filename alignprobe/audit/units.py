@@ -42,14 +42,13 @@ class Unit:
 
 def plan_units(source: str) -> list[Unit]:
     """Every unit of one dataset path, in file order."""
-    from alignprobe.importers import specforge, speculators
-    from alignprobe.importers.detect import DUMP, SPECULATORS, detect_format
+    from alignprobe.importers.detect import DUMP, detect_format, sample_files
 
     source = os.path.abspath(os.fspath(source))
     fmt = detect_format(source)
     if fmt == DUMP:
         return _dump_units(source)
-    files = speculators.list_files(source) if fmt == SPECULATORS else specforge.list_files(source)
+    files = sample_files(fmt, source)
     units, batch, size = [], [], 0
     for path in files:
         batch.append(path)

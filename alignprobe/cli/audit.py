@@ -33,8 +33,9 @@ def audit(paths, json_path, report_dir, junit_path, workers, scheduler, override
     from alignprobe.audit import audit as run_audit
     from alignprobe.audit.render.junit import render_junit
     from alignprobe.audit.render.markdown import format_summary
-    from alignprobe.audit.render.writer import write_atomic, write_audit_report
+    from alignprobe.audit.render.writer import write_audit_report
     from alignprobe.findings.tolerances import parse_overrides
+    from alignprobe.safe_paths import write_text_atomic
 
     if workers and scheduler:
         raise BadInput("give --workers or --scheduler, not both")
@@ -44,9 +45,9 @@ def audit(paths, json_path, report_dir, junit_path, workers, scheduler, override
     result = run_audit(list(paths), policy=policy, workers=workers, scheduler=scheduler, journal=journal,
                        progress=not no_progress)
     if json_path:
-        write_atomic(json_path, result.to_json())
+        write_text_atomic(json_path, result.to_json(), "audit report")
     if junit_path:
-        write_atomic(junit_path, render_junit(result, strict))
+        write_text_atomic(junit_path, render_junit(result, strict), "audit report")
     click.echo(format_summary(result))
     if report_dir is not None:
         click.echo(f"report: {write_audit_report(result, report_dir, strict).html}")

@@ -9,25 +9,12 @@ from __future__ import annotations
 
 import click
 
-from alignprobe.errors import BadInput
+from alignprobe.layer_ids import parse_layer_list
 
 
 @click.group()
 def capture() -> None:
     """Capture hidden states of a prompt set into a dump, the way one system sees them."""
-
-
-def parse_layer_list(value: str | None, what: str = "--layers") -> str | list[int] | None:
-    """``all`` / ``eagle3`` stay words; ``2,30,58`` becomes a list of ints."""
-    if value is None:
-        return None
-    words = value.strip().lower()
-    if words in ("all", "eagle3"):
-        return words
-    try:
-        return [int(part) for part in words.split(",") if part.strip()]
-    except ValueError:
-        raise BadInput(f"{what} {value!r}: give all, eagle3 or comma-separated HF indices like 2,30,58") from None
 
 
 @capture.command("hf")
@@ -60,7 +47,7 @@ def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, layers,
     path = capture_train(
         model_dir, prompts_path, out_path, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
         limit=limit, simulate_quant=simulate_quant, group_size=group_size, quiet=quiet,
-        layers=parse_layer_list(layers), aux_layers=parse_layer_list(aux_layers, "--aux-layers"),
+        layers=parse_layer_list(layers, "--layers"), aux_layers=parse_layer_list(aux_layers, "--aux-layers"),
         batch_size=batch_size, padding_side=padding_side, resume=resume, overwrite=force, progress=not quiet,
         shard_tokens=shard_tokens,
     )

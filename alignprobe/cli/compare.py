@@ -150,7 +150,7 @@ def _import_options(layer_ids, drafter_config, num_layers) -> dict:
     """open_source() options for a side that is a foreign folder (ignored for our own dumps)."""
     options: dict = {}
     if layer_ids:
-        from alignprobe.importers.layer_ids import parse_ids  # only for foreign dumps: it loads torch
+        from alignprobe.layer_ids import parse_ids
 
         options["layer_ids"] = parse_ids(layer_ids, "--train-layer-ids")
     if drafter_config:

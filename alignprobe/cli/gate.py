@@ -14,6 +14,7 @@ from alignprobe.cli.compare import finish, people_echo
 from alignprobe.cli.json_output import forget_json_path, json_option
 from alignprobe.cli.terminal import RowsBar
 from alignprobe.errors import BadInput
+from alignprobe.layer_ids import parse_layer_list
 
 
 @click.command()
@@ -103,10 +104,7 @@ def _with_flags(config, flags, model, prompts, dtype, device, sglang_url, vllm_d
         config.serve = dataclasses.replace(config.serve, sglang_url=None, vllm_dir=None, vllm_url=None,
                                            vllm_offline_model=None)
     if layer_ids is not None:
-        try:
-            serve["layer_ids"] = [int(x) for x in layer_ids.split(",") if x.strip()]
-        except ValueError:
-            raise BadInput(f"--layer-ids {layer_ids!r}: give comma-separated integers, e.g. 1,29,57") from None
+        serve["layer_ids"] = parse_layer_list(layer_ids, "--layer-ids", words=())
     config.train = dataclasses.replace(config.train, **train)
     config.serve = dataclasses.replace(config.serve, **serve)
     config = _outputs_from_flags(config, flags)

@@ -6,7 +6,7 @@ import click
 
 from alignprobe.cli.options import NUM_LAYERS
 from alignprobe.importers import import_source
-from alignprobe.importers.layer_ids import parse_ids
+from alignprobe.layer_ids import parse_ids
 from alignprobe.safe_paths import input_path, output_file, refuse_overlap
 
 

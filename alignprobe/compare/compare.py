@@ -63,7 +63,7 @@ def compare(
     tokens as text: anything with ``decode(ids)``, the path of a local tokenizer folder, "auto" (the
     default: the local model folder named in either dump's provenance, if there is one) or None.
     ``train``/``serve`` may also be foreign sources (a SpecForge or speculators folder, EAGLE ge_data):
-    they are imported on the way, with ``train_import``/``serve_import`` as the options of
+    they are read in place, with ``train_import``/``serve_import`` as the options of
     :func:`alignprobe.importers.open_source` (``layer_ids``, ``config``, ``system``, ``num_layers``).
     ``device``: where the arithmetic over whole rows runs: ``"cpu"`` (numpy, the default) or a torch
     device (``"cuda"``, ``"cuda:1"``); the result is the same to float rounding. ``block_bytes``:
@@ -214,9 +214,9 @@ def _opened(dump, options) -> Iterator[Dump]:
     if _is_open(dump):
         yield dump
         return
-    from alignprobe.importers import open_for_reading  # a foreign folder is read in place
+    from alignprobe.importers import open_source  # a foreign folder is read in place
 
-    with open_for_reading(dump, **(options or {})) as d:
+    with open_source(dump, in_place=True, **(options or {})) as d:
         yield d
 
 

@@ -38,11 +38,11 @@ from alignprobe.dump.writer import (
     DEFAULT_SHARD_TOKENS,
     MANIFEST,
     FinishOnExit,
-    atomic_write_text,
     claim_partial,
     token_array,
 )
 from alignprobe.errors import BadInput
+from alignprobe.safe_paths import replace_atomically
 
 if TYPE_CHECKING:
     import torch
@@ -106,7 +106,7 @@ class PlannedDumpWriter(FinishOnExit):
         else:
             with create_file(data, provenance, self.streams, ids, offsets, preallocated=True):
                 pass
-            atomic_write_text(os.path.join(self.partial_dir, MANIFEST), manifest)
+            replace_atomically(os.path.join(self.partial_dir, MANIFEST), manifest)
         with h5py.File(data, "r") as f:
             self._places = {"tokens": (f["tokens"].id.get_offset(), 8)}
             for name in self.streams:

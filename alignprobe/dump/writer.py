@@ -24,6 +24,7 @@ from alignprobe.dump.marks import SampleMark, whole, write_marks
 from alignprobe.dump.reader import PARTIAL_SUFFIX, Dump
 from alignprobe.dump.schema import Provenance, StreamClaim
 from alignprobe.errors import BadInput
+from alignprobe.safe_paths import replace_atomically
 
 if TYPE_CHECKING:
     import torch
@@ -85,7 +86,7 @@ class DumpWriter(FinishOnExit):
         if claim_partial(self.path, manifest, resume=resume, overwrite=overwrite, settings="streams or layers"):
             self._load_shards()
         else:
-            atomic_write_text(os.path.join(self.partial_dir, MANIFEST), manifest)
+            replace_atomically(os.path.join(self.partial_dir, MANIFEST), manifest)
         self._buffer: list[tuple[str, np.ndarray, dict[str, np.ndarray], SampleMark | None]] = []
         self._buffered_tokens = 0
         self._pool = concurrent.futures.ThreadPoolExecutor(1) if background else None
@@ -250,9 +251,3 @@ def _merge(shards: list[str], out: str, provenance: Provenance, streams) -> None
                 at += n
         write_marks(f, marks)
         f.attrs["complete"] = True
-
-
-def atomic_write_text(path: str, text: str) -> None:
-    with open(path + ".tmp", "w") as fh:
-        fh.write(text)
-    os.replace(path + ".tmp", path)

@@ -32,6 +32,7 @@ import os
 from typing import Any
 
 from alignprobe.errors import BadInput
+from alignprobe.layer_ids import parse_layer_list
 
 SERVE_SOURCES = ("sglang_url", "vllm_dir", "vllm_url", "vllm_offline_model")
 
@@ -185,13 +186,5 @@ def _check_type(cls, key: str, value: Any, section: str, where: str) -> None:
 
 
 def layer_list(value: Any, what: str) -> str | list[int] | None:
-    """``all`` / ``eagle3`` stay words; ``"2,30,58"`` or ``[2, 30, 58]`` become a list of HF indices."""
-    if value is None or isinstance(value, list):
-        return value
-    words = str(value).strip().lower()
-    if words in ("all", "eagle3"):
-        return words
-    try:
-        return [int(part) for part in words.split(",") if part.strip()]
-    except ValueError:
-        raise BadInput(f"gate: {what} {value!r}: give all, eagle3 or HF indices like 2,30,58") from None
+    """A TOML layer list (``all``, ``eagle3``, ``"2,30,58"`` or ``[2, 30, 58]``), parsed as the CLI parses one."""
+    return parse_layer_list(value, f"gate: {what}")

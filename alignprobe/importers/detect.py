@@ -40,6 +40,11 @@ def detect_format(path: str | os.PathLike) -> str:
     )
 
 
+def sample_files(fmt: str, path: str) -> list[str]:
+    """The sample files of a foreign source of layout ``fmt``, in sample order (its one file, for a file)."""
+    return speculators.list_files(path) if fmt == SPECULATORS else specforge.list_files(path)
+
+
 DETECT_TRIES = 16  # files tried for the layout before the first one's error is the answer
 
 

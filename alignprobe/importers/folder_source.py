@@ -320,10 +320,3 @@ class FolderSource(SampleIndex):
         streams = ", ".join(f"{n}[{c.width}]" for n, c in self.streams.items())
         return (f"FolderSource({self.path!r}, {self.plan.format}, samples={self.num_samples}, "
                 f"tokens={self.num_tokens}, streams=[{streams}])")
-
-
-def open_in_place(path: str | os.PathLike, **options) -> FolderSource:
-    """A foreign folder opened for reading in place (options as :func:`~alignprobe.importers.open_source`'s)."""
-    return FolderSource(path, **options)
-
-

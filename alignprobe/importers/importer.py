@@ -26,9 +26,9 @@ from alignprobe.dump.reader import PARTIAL_SUFFIX
 from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL
 from alignprobe.errors import BadInput
 from alignprobe.importers import specforge, speculators
-from alignprobe.importers.detect import DUMP, EAGLE, SPECFORGE, SPECULATORS, detect_format
+from alignprobe.importers.detect import DUMP, EAGLE, SPECFORGE, SPECULATORS, detect_format, sample_files
 from alignprobe.importers.files import is_mapped_checkpoint, read_through
-from alignprobe.importers.layer_ids import infer_num_layers, layer_ids_from_config, num_layers_from_config
+from alignprobe.layer_ids import infer_num_layers, layer_ids_from_config, num_layers_from_config
 from alignprobe.importers.sample import ForeignSample
 from alignprobe.probes.prompts import ContentIds, token_sample_id
 
@@ -100,7 +100,7 @@ def plan_import(
         raise BadInput(f"{source}: an HDF5 file; alignprobe dumps are read as they are, and no importer reads other HDF5")
     if system is not None and system.lower() != fmt:
         raise BadInput(f"{source}: the files are {fmt} files, not {system}: drop --system or point at the right folder")
-    files = speculators.list_files(source) if fmt == SPECULATORS else specforge.list_files(source)
+    files = sample_files(fmt, source)
     first = read_sample(fmt, files[0])
     notes: list[str] = []
     ids, ids_source = _given_ids(layer_ids, config)

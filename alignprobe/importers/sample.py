@@ -22,6 +22,7 @@ class ForeignSample:
     final: torch.Tensor | None  # [S, H]: the last hidden state, where the format stores it apart
     hidden_size: int | None  # H where the file shows it (a final state, or speculators' [S, L, H])
     storage: str = ""  # the stored dtype when it is not the states' own (speculators FP8: "float8_e4m3fn")
+    layout: str = ""  # the file's own layout where a format has several (specforge, specforge-online, eagle)
 
     def truncated(self, length: int) -> "ForeignSample":
         """The first ``length`` tokens (drops right padding)."""
@@ -48,8 +49,9 @@ def as_token_ids(value, path: str, key: str) -> np.ndarray:
     return ids
 
 
-def as_states(value, path: str, key: str, length: int, ndim: int) -> torch.Tensor:
-    """A float tensor of ``ndim`` dims (a leading batch dim of 1 is dropped) whose first dim is ``length``."""
+def as_states(value, path: str, key: str, length: int | None, ndim: int) -> torch.Tensor:
+    """A float tensor of ``ndim`` dims (a leading batch dim of 1 is dropped) whose first dim is ``length``;
+    ``length=None`` (a lenient read) takes any number of rows."""
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
         kind = value.dtype if isinstance(value, torch.Tensor) else type(value).__name__
         raise BadInput(f"{path}: {key} is {kind}, expected floating-point hidden states")
@@ -59,6 +61,6 @@ def as_states(value, path: str, key: str, length: int, ndim: int) -> torch.Tenso
         raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}; expected {ndim} dims (plus an optional batch of 1)")
     if 0 in value.shape[1:]:
         raise BadInput(f"{path}: {key} has shape {tuple(value.shape)}: a state with no channels")
-    if value.shape[0] != length:
+    if length is not None and value.shape[0] != length:
         raise BadInput(f"{path}: {key} holds {value.shape[0]} tokens but input_ids holds {length}")
     return value

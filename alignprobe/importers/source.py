@@ -1,5 +1,6 @@
-"""Open any hidden-state source for a comparison: ``open_for_reading`` / ``open_pair`` read a foreign
-folder in place (folder_source.py); ``open_source`` imports it into a dump on the way.
+"""Open any hidden-state source for a comparison: ``open_source`` (one side) and ``open_pair`` (both,
+each told what the other knows) read a foreign folder in place (folder_source.py), or import it into
+a dump on the way.
 
 This is what ``alignprobe compare`` calls, so a user can compare a SpecForge or speculators
 folder without importing it first.
@@ -22,6 +23,7 @@ from alignprobe.importers.importer import import_source
 def open_source(
     path: str | os.PathLike,
     *,
+    in_place: bool = False,
     layer_ids: Sequence[int] | None = None,
     system: str | None = None,
     config: str | os.PathLike | None = None,
@@ -30,15 +32,21 @@ def open_source(
     target_config: str | os.PathLike | None = None,
     ids_from: str | os.PathLike | None = None,
     progress: bool = False,
-) -> Dump:
-    """Our dump as is; a foreign dump imported into ``workdir`` (a temporary folder by default) and opened.
+) -> "Dump | FolderSource":
+    """The one way to open a hidden-state source for reading: our dump as is; a foreign folder imported
+    into a dump on the way and opened, or with ``in_place=True`` (and no ``workdir``) read in place
+    (:class:`FolderSource`: no import, no temporary file; a comparison is the same either way).
 
-    A temporary folder is removed when the returned Dump is garbage-collected or the process exits.
-    With ``workdir`` the import stays there as ``<source name>.h5`` (replaced on each call).
+    An import goes to a temporary folder, removed when the returned Dump is garbage-collected or the
+    process exits; with ``workdir`` it stays there as ``<source name>.h5`` (replaced on each call).
     """
     path = os.fspath(path)
     if detect_format(path) == DUMP:
         return open_dump(path)
+    facts = dict(layer_ids=layer_ids, system=system, config=config, num_layers=num_layers,
+                 target_config=target_config, ids_from=ids_from, progress=progress)
+    if in_place and workdir is None:
+        return FolderSource(path, **facts)
     temporary = workdir is None
     folder = tempfile.mkdtemp(prefix="alignprobe-import-") if temporary else os.fspath(workdir)
     os.makedirs(folder, exist_ok=True)
@@ -46,8 +54,7 @@ def open_source(
     out = os.path.join(folder, f"{name}.h5")
     shutil.rmtree(out + ".partial", ignore_errors=True)  # left by an import that was killed
     try:
-        import_source(path, out, system=system, layer_ids=layer_ids, config=config, num_layers=num_layers,
-                      target_config=target_config, ids_from=ids_from, overwrite=True, progress=progress)
+        import_source(path, out, overwrite=True, **facts)
         dump = open_dump(out)
     except BaseException:
         if temporary:
@@ -56,18 +63,6 @@ def open_source(
     if temporary:
         weakref.finalize(dump, shutil.rmtree, folder, True)
     return dump
-
-
-def open_for_reading(path: str | os.PathLike, **options) -> "Dump | FolderSource":
-    """Our dump as is; a foreign folder read in place (no import, no temporary file), or imported into
-    ``options["workdir"]`` when one is given (the import is kept there)."""
-    path = os.fspath(path)
-    if detect_format(path) == DUMP:
-        return open_dump(path)
-    if options.get("workdir") is not None:
-        return open_source(path, **options)
-    options.pop("workdir", None)
-    return FolderSource(path, **options)
 
 
 def open_pair(
@@ -97,8 +92,7 @@ def open_pair(
                 options[side].setdefault("ids_from", reference.path)
                 if "num_layers" not in options[side] and "target_config" not in options[side]:
                     options[side]["num_layers"] = max(c.num_layers for c in reference.streams.values())
-            opener = open_for_reading if in_place else open_source
-            opened[side] = opener(paths[side], **options[side])
+            opened[side] = open_source(paths[side], in_place=in_place, **options[side])
     except BaseException:
         for dump in opened.values():
             dump.close()

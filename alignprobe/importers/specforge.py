@@ -46,12 +46,19 @@ def layout_of(keys) -> str:
     return "unknown"
 
 
-def read(path: str, expected_layout: str, mmap: bool = True) -> ForeignSample:
-    """One file of ``expected_layout`` (``specforge`` covers both SpecForge layouts)."""
+def read(path: str, expected_layout: str, mmap: bool = True, strict: bool = True) -> ForeignSample:
+    """One file of ``expected_layout`` (``specforge`` covers both SpecForge layouts).
+
+    ``strict=False`` is the audit's read: it takes what an import refuses but a scan can still judge
+    (a file of the other family, states whose rows differ from the tokens, aux states that are not a
+    multiple of the final state's width, a loss_mask that is not a tensor: dropped), so the checks
+    report it; what cannot be scanned at all is refused in either mode."""
     data = load_torch_dict(path, mmap=mmap)
     layout = layout_of(data)
     family = "eagle" if layout == "eagle" else "specforge" if layout.startswith("specforge") else layout
-    if family != expected_layout:
+    if not strict and (layout == "unknown" or "input_ids" not in data):
+        raise BadInput(f"{path}: keys {sorted(data)} are neither SpecForge's nor EAGLE ge_data's")
+    if strict and family != expected_layout:
         raise BadInput(
             f"{path}: keys {sorted(data)} are not a {expected_layout} hidden-state file "
             f"({_expected_keys(expected_layout)})"
@@ -60,27 +67,31 @@ def read(path: str, expected_layout: str, mmap: bool = True) -> ForeignSample:
         raise BadInput(f"{path}: no input_ids (keys: {sorted(data)})")
     tokens = as_token_ids(data["input_ids"], path, "input_ids")
     loss_mask = None
-    if "loss_mask" in data:
-        mask = data["loss_mask"]
-        if not isinstance(mask, torch.Tensor):
-            raise BadInput(f"{path}: loss_mask is a {type(mask).__name__}, expected a tensor")
+    mask = data.get("loss_mask")
+    if strict and mask is not None and not isinstance(mask, torch.Tensor):
+        raise BadInput(f"{path}: loss_mask is a {type(mask).__name__}, expected a tensor")
+    if isinstance(mask, torch.Tensor):
         loss_mask = as_token_ids(mask.ne(0), path, "loss_mask")  # 0/1 of any dtype (EAGLE variants use float)
-        if len(loss_mask) != len(tokens):
+        if len(loss_mask) != len(tokens):  # (the audit's padding and coverage checks pair them token by token)
             raise BadInput(f"{path}: loss_mask holds {len(loss_mask)} tokens but input_ids holds {len(tokens)}")
+    rows = len(tokens) if strict else None
     aux = final = None
     if layout == "specforge":
-        aux = as_states(data["aux_hidden_state"], path, "aux_hidden_state", len(tokens), 2)
+        aux = as_states(data["aux_hidden_state"], path, "aux_hidden_state", rows, 2)
         if "hidden_state" in data:
-            final = as_states(data["hidden_state"], path, "hidden_state", len(tokens), 2)
+            final = as_states(data["hidden_state"], path, "hidden_state", rows, 2)
     elif layout == "specforge-online":
-        aux = as_states(data["hidden_state"], path, "hidden_state (online layout: the aux concat)", len(tokens), 2)
-        final = as_states(data["target"], path, "target", len(tokens), 2)
+        aux = as_states(data["hidden_state"], path, "hidden_state (online layout: the aux concat)", rows, 2)
+        final = as_states(data["target"], path, "target", rows, 2)
     else:
-        final = as_states(data["hidden_state"], path, "hidden_state", len(tokens), 2)
+        final = as_states(data["hidden_state"], path, "hidden_state", rows, 2)
+    empty = next((t for t in (aux, final) if t is not None and len(t) == 0), None)
+    if not strict and empty is not None:  # (strict: the token count says so)
+        raise BadInput(f"{path}: a state has shape {tuple(empty.shape)}: no rows, a sample with no tokens")
     hidden = int(final.shape[-1]) if final is not None else None
-    if aux is not None and hidden is not None and aux.shape[-1] % hidden:
+    if strict and aux is not None and hidden is not None and aux.shape[-1] % hidden:
         raise BadInput(f"{path}: the aux states are {aux.shape[-1]} wide, not a multiple of the final state's {hidden}")
-    return ForeignSample(path, file_index(path), tokens, loss_mask, aux, final, hidden)
+    return ForeignSample(path, file_index(path), tokens, loss_mask, aux, final, hidden, layout=layout)
 
 
 def read_tokens(path: str) -> tuple[np.ndarray, np.ndarray | None]:

@@ -31,8 +31,8 @@ def list_files(root: str) -> list[str]:
     return numbered_files(root, "hs_", (SUFFIX,))
 
 
-def _opened(path: str) -> tuple[SafetensorsFile, np.ndarray]:
-    """The file and its token ids, once it is known to be a speculators file with tokens."""
+def _opened(path: str, strict: bool = True) -> tuple[SafetensorsFile, np.ndarray]:
+    """The file and its token ids, once it is known to be a speculators file (with tokens, when strict)."""
     f = SafetensorsFile(path)
     missing = {"token_ids", "hidden_states"} - f.keys
     if missing:
@@ -41,19 +41,24 @@ def _opened(path: str) -> tuple[SafetensorsFile, np.ndarray]:
             f"(keys: {', '.join(sorted(f.keys)) or 'none'})"
         )
     tokens = as_token_ids(f.tensor("token_ids"), path, "token_ids")
-    if len(tokens) == 0:  # (an S=0 file cannot be reshaped into rows: say so before trying)
+    if strict and len(tokens) == 0:  # (an S=0 file cannot be reshaped into rows: say so before trying)
         raise BadInput(f"{path}: holds no tokens (token_ids is empty); remove the file or capture it again")
     return f, tokens
 
 
-def read(path: str) -> ForeignSample:
-    f, tokens = _opened(path)
+def read(path: str, strict: bool = True) -> ForeignSample:
+    """One file, its ``[S, L, H]`` states side by side as ``aux [S, L*H]``. ``strict=False`` (the
+    audit's) takes states whose rows differ from the tokens and FP8 states stored without a scale (as
+    stored), so the checks report them."""
+    f, tokens = _opened(path, strict)
     raw = f.tensor("hidden_states")
     scales = f.tensor(SCALES_KEY) if SCALES_KEY in f.keys else None
-    states = as_states(dequantized(raw, scales, path, len(tokens)), path, "hidden_states", len(tokens), 3)  # [S, L, H]
+    rows = len(tokens) if strict else raw.shape[0] if raw.ndim == 3 else -1
+    states = dequantized(raw, scales, path, rows) if strict or scales is not None else raw
+    states = as_states(states, path, "hidden_states", len(tokens) if strict else None, 3)  # [S, L, H]
     hidden = int(states.shape[-1])
     storage = str(raw.dtype).replace("torch.", "") if scales is not None else ""
-    return ForeignSample(path, file_index(path), tokens, None, states.reshape(len(tokens), -1), None, hidden, storage)
+    return ForeignSample(path, file_index(path), tokens, None, states.flatten(1), None, hidden, storage)
 
 
 def dequantized(states: torch.Tensor, scales: torch.Tensor | None, path: str, length: int) -> torch.Tensor:

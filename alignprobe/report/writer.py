@@ -111,11 +111,11 @@ def write_report(
     )
     # The JSON stays the comparison's own record; what the report left out is said on the page.
     shown = dataclasses.replace(result, notes=[*result.notes, *notes]) if notes else result
-    _write_atomic(files.html, render_html(shown, figs))
-    _write_atomic(files.markdown, render_markdown(result, HTML_NAME))
+    write_text_atomic(files.html, render_html(shown, figs), "report")
+    write_text_atomic(files.markdown, render_markdown(result, HTML_NAME), "report")
     if write_json:
         # beside the result, the exit code and its reason when the caller decided them (compare, gate)
-        _write_atomic(files.json, result_json(result, exit))
+        write_text_atomic(files.json, result_json(result, exit), "report")
     return files
 
 
@@ -124,6 +124,3 @@ def result_json(result: CompareResult, status: ExitStatus | None = None) -> str:
     record = result.to_dict()
     return json.dumps(with_status(record, status) if status is not None else record, indent=2, allow_nan=False)
 
-
-def _write_atomic(path: str, text: str) -> None:
-    write_text_atomic(path, text, "report")

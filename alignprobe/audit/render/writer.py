@@ -30,12 +30,8 @@ def write_audit_report(result: AuditResult, out_dir: str | os.PathLike, strict: 
         raise BadInput(f"{out_dir}: exists and is not a folder; give --report a folder")
     os.makedirs(out_dir, exist_ok=True)
     files = AuditReportFiles(*(os.path.join(out_dir, n) for n in REPORT_NAMES))
-    write_atomic(files.html, render_html(result))
-    write_atomic(files.markdown, render_markdown(result))
-    write_atomic(files.json, result.to_json())
-    write_atomic(files.junit, render_junit(result, strict))
+    write_text_atomic(files.html, render_html(result), "audit report")
+    write_text_atomic(files.markdown, render_markdown(result), "audit report")
+    write_text_atomic(files.json, result.to_json(), "audit report")
+    write_text_atomic(files.junit, render_junit(result, strict), "audit report")
     return files
-
-
-def write_atomic(path: str, text: str) -> None:
-    write_text_atomic(path, text, "audit report")
