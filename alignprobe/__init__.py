@@ -1,7 +1,5 @@
 """alignprobe: do the hidden states a drafter is served match the ones it was trained on?"""
 
-__version__ = "0.1.0"
-
 import os as _os  # noqa: E402
 import sys as _sys  # noqa: E402
 
@@ -13,6 +11,7 @@ if _os.path.basename(_sys.argv[0] if _sys.argv else "") == "alignprobe":
 
     _interrupt.install()
 
+from alignprobe.version import __version__  # noqa: E402
 from alignprobe.errors import AlignprobeError, BadInput  # noqa: E402
 from alignprobe.dump import (  # noqa: E402
     Dump,
