@@ -6,9 +6,9 @@ take a quarter of a second: its Ctrl-C handler (cli/interrupt.py) must be in pla
 A CPU comparison of two dumps never imports torch.
 """
 
-__version__ = "0.1.0"
+from alignprobe.version import __version__
 
-from alignprobe.errors import AlignprobeError, BadInput  # noqa: E402 - stdlib only
+from alignprobe.errors import AlignprobeError, BadInput
 
 # public name -> (module, attribute); attribute None: the module itself (compare and accept are callable)
 _LAZY = {

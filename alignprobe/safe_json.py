@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from typing import Any
 
 from alignprobe.errors import BadInput, first_line
+from alignprobe.safe_paths import read_input_bytes
 
 # Real configs, results and replies nest 6 levels at most; 64 leaves room and stays far from the
 # recursion limit of every recursive walk over the value.
@@ -22,6 +24,8 @@ MAX_DEPTH = 64
 # The largest integer a float holds to within rounding (~1.8e308); larger ones cannot be a tolerance,
 # a count or a hidden state.
 _FLOAT_MAX_INT = int(1.7976931348623157e308)
+# A result.json of a huge comparison stays far below this; a larger file is not one we wrote.
+MAX_RECORD_BYTES = 256 << 20
 
 
 def loads_json(text: str | bytes, where: str) -> Any:
@@ -48,9 +52,20 @@ def loads_json(text: str | bytes, where: str) -> Any:
 
 def load_json_file(path: str, what: str = "JSON file") -> Any:
     """Read and decode a JSON file (a regular file: see safe_paths.read_input_bytes)."""
-    from alignprobe.safe_paths import read_input_bytes
-
     return loads_json(read_input_bytes(path, what), path)
+
+
+def replaceable_by_json(path: str) -> bool:
+    """True when ``path`` may receive a JSON record written without the command's own checks (the
+    error object of a run that stopped early): a new file in an existing folder, or a JSON object
+    alignprobe wrote before (a result or an error record). Never an input dump, a prompt file, a FIFO."""
+    if not os.path.lexists(path):
+        return os.path.isdir(os.path.dirname(os.path.abspath(path)))
+    try:
+        record = loads_json(read_input_bytes(path, "JSON record", limit=MAX_RECORD_BYTES), path)
+    except BadInput:
+        return False
+    return isinstance(record, dict) and ("verdict" in record or "error" in record)
 
 
 def loads_toml(text: str | bytes, where: str) -> Any:

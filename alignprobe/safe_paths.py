@@ -208,30 +208,3 @@ def output_file(path: str | os.PathLike, flag: str) -> str:
     if not os.path.isdir(parent):
         raise BadOutputPath(f"{flag} {path}: the folder {parent} does not exist")
     return path
-
-
-def replaceable_by_json(path: str | os.PathLike) -> bool:
-    """True when ``path`` may receive a JSON record written without the command's own checks (the
-    error object of a run that stopped early): a new file in an existing folder, or a JSON object
-    alignprobe wrote before (a result or an error record). Never an input dump, a prompt file, a FIFO."""
-    path = os.fspath(path)
-    if not os.path.lexists(path):
-        return os.path.isdir(os.path.dirname(os.path.abspath(path)))
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode) or os.path.getsize(path) > MAX_RECORD_BYTES:
-            return False
-        with open(path, "rb") as fh:
-            head = fh.read()
-    except OSError:
-        return False
-    from alignprobe.safe_json import loads_json
-
-    try:
-        record = loads_json(head, path)
-    except BadInput:
-        return False
-    return isinstance(record, dict) and ("verdict" in record or "error" in record)
-
-
-# A result.json of a huge comparison stays far below this; a larger file is not one we wrote.
-MAX_RECORD_BYTES = 256 << 20

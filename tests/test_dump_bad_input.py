@@ -52,6 +52,19 @@ CASES = {
     "unfinished": (lambda f: f.attrs.__setitem__("complete", False), "not finished"),
     "duplicate ids": (lambda f: replace(f, "samples/ids", np.array([b"a", b"a", b"b"])), "duplicate ids"),
     "bad dtype claim": (lambda f: f["streams/aux"].attrs.__setitem__("dtype", "float32"), "stored as uint16"),
+    # stored dtype and encoding that no writer pairs (dump/encoding.py storage_of): bfloat16 bits said
+    # native were read as the integers 0..65535 and compared (a confident `unexplained`)
+    "bfloat16 bits said native": (lambda f: f["streams/aux"].attrs.__setitem__("encoding", "native"),
+                                  "stream 'aux' holds 16-bit integers (uint16) with encoding 'native'"),
+    "bfloat16 bits said native, no dtype": (lambda f: _attrs(f, "aux", encoding="native", dtype=None),
+                                            "encoding = 'bfloat16-bits'"),
+    "int16 bits said native": (lambda f: _restored(f, "aux", np.int16, encoding="native"), "16-bit integers (int16)"),
+    "float32 said bfloat16 bits": (lambda f: _restored(f, "final", np.float32, dtype="float32"),
+                                   "stream 'final' is float32 with encoding 'bfloat16-bits'"),
+    "unknown encoding": (lambda f: _restored(f, "final", np.float32, dtype="float32", encoding="bf16"),
+                         "encoding 'bf16' is not one alignprobe reads"),
+    "integer states": (lambda f: _restored(f, "final", np.int32, dtype=None, encoding=None), "stored as int32"),
+    "float64 states": (lambda f: _restored(f, "final", np.float64, dtype=None, encoding=None), "stored as float64"),
     "HF index out of range": (lambda f: f["streams/final"].attrs.__setitem__("hf_indices", np.array([99])), "outside"),
     # the marks of samples kept as an engine returned them (dump/marks.py)
     "marks half there": (lambda f: f.__setitem__("samples/nonfinite_rows", np.zeros(3, np.int64)), "marks come as a pair"),
@@ -61,6 +74,25 @@ CASES = {
     "marks of floats": (lambda f: _marks(f, [[0.5, 6], [0, 9], [0, 4]], [0, 0, 0]), "[samples, 2] integers"),
     "marks for other samples": (lambda f: _marks(f, [[0, 6], [0, 9]], [0, 0]), "for 3 samples"),
 }
+
+
+def _attrs(f, stream, **values):
+    """Set (None: delete) attributes of a stream."""
+    for key, value in values.items():
+        if value is None:
+            f[f"streams/{stream}"].attrs.pop(key, None)
+        else:
+            f[f"streams/{stream}"].attrs[key] = value
+
+
+def _restored(f, stream, stored, **values):
+    """The stream rewritten with values of type ``stored`` and its attributes, ``values`` changed."""
+    ds = f[f"streams/{stream}"]
+    attrs, data = dict(ds.attrs), ds[()]
+    del f[f"streams/{stream}"]
+    f[f"streams/{stream}"] = data.astype(stored)
+    f[f"streams/{stream}"].attrs.update(attrs)
+    _attrs(f, stream, **values)
 
 
 def _marks(f, returned, nonfinite):
@@ -83,6 +115,14 @@ def test_broken_dump_gets_one_line_and_exit_2(tmp_path, good, case):
     assert message in err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert sha(path) == before
+
+
+def test_compare_refuses_bfloat16_bits_said_native(tmp_path, good):
+    # compare read them as integers and named the slices `unexplained`, exit 1
+    path = broken(tmp_path, good, lambda f: f["streams/aux"].attrs.__setitem__("encoding", "native"))
+    result = CliRunner().invoke(cli, ["compare", "--train-dump", str(good), "--serve-dump", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and "stream 'aux' holds 16-bit integers" in result.stderr
 
 
 def test_missing_file(tmp_path):

@@ -36,7 +36,7 @@ def write_error_json(message: str, code: int) -> None:
     path = _pending.pop("path", None)
     if not path:
         return
-    from alignprobe.safe_paths import replaceable_by_json
+    from alignprobe.safe_json import replaceable_by_json
 
     if path != "-" and not replaceable_by_json(path):  # e.g. --json names an input: the error is about it
         return

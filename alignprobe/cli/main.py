@@ -13,7 +13,7 @@ import warnings
 
 import click
 
-from alignprobe import __version__
+from alignprobe.version import __version__
 from alignprobe.cli.json_output import write_error_json
 from alignprobe.errors import EXIT_BAD_INPUT, AlignprobeError, first_line, printable_line
 from alignprobe.safe_paths import BadOutputPath

@@ -46,6 +46,35 @@ def encoding_of(dtype: str) -> str:
     return ENCODING_BF16_BITS if dtype == "bfloat16" else ENCODING_NATIVE
 
 
+def stored_dtype(stored: np.dtype, encoding: str, where: str) -> str:
+    """The dtype a stream stored as ``stored`` with this ``encoding`` attribute ("" where absent:
+    native) holds, or one :class:`BadInput` line for a pairing no writer makes: 16-bit integers said
+    native were read as the numbers 0..65535 and compared, float32 said bfloat16 bits failed inside
+    the widening."""
+    from alignprobe.errors import BadInput
+
+    stored = np.dtype(stored)
+    native = {np.dtype(t): name for name, t in STORAGE_DTYPE.items() if name != "bfloat16"}
+    if encoding == ENCODING_BF16_BITS:
+        if stored == np.uint16:
+            return "bfloat16"
+        instead = f"a {stored} stream says encoding = '{ENCODING_NATIVE}'" if stored in native else \
+            "write bfloat16 states as uint16 bits"
+        raise BadInput(f"{where} is {stored} with encoding '{ENCODING_BF16_BITS}', which is only ever uint16: {instead}")
+    if encoding not in ("", ENCODING_NATIVE):
+        raise BadInput(f"{where}: encoding {encoding!r} is not one alignprobe reads: '{ENCODING_BF16_BITS}' "
+                       f"(bfloat16 as its uint16 bits) or '{ENCODING_NATIVE}' (float16, float32)")
+    if stored in native:
+        return native[stored]
+    said = f"encoding '{ENCODING_NATIVE}'" if encoding else "no encoding attribute (native)"
+    if stored in (np.uint16, np.int16):
+        bits = "" if stored == np.uint16 else " stored as uint16 (raw.view(np.uint16))"
+        raise BadInput(f"{where} holds 16-bit integers ({stored}) with {said}: integers are no hidden state; "
+                       f"if they are bfloat16 bit patterns, write them{bits} with encoding = '{ENCODING_BF16_BITS}'")
+    raise BadInput(f"{where} is stored as {stored}: hidden states are float16 or float32 (encoding "
+                   f"'{ENCODING_NATIVE}') or bfloat16 bits in uint16 (encoding '{ENCODING_BF16_BITS}')")
+
+
 def dtype_name(states: "torch.Tensor | np.ndarray") -> str:
     """The dump dtype name of a tensor or array; raises ValueError for anything else."""
     if is_tensor(states):

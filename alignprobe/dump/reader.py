@@ -9,7 +9,7 @@ from typing import Iterator, Sequence
 import h5py
 import numpy as np
 
-from alignprobe.dump.encoding import ENCODING_BF16_BITS, ENCODING_NATIVE, STORAGE_DTYPE, from_storage
+from alignprobe.dump.encoding import encoding_of, from_storage, stored_dtype
 from alignprobe.dump.schema import (
     FINAL_NORM_POST,
     FORMAT_NAME,
@@ -146,18 +146,15 @@ class Dump(SampleIndex):
         else:
             num_layers = max(hf_indices)
             self.notes.append(f"stream {name!r}: no num_layers attribute, took the largest HF index = {num_layers}")
-        encoding = h5.text_attr(ds, "encoding", where, "")
-        if encoding not in (ENCODING_NATIVE, ENCODING_BF16_BITS):
-            if ds.dtype == np.uint16:
-                raise BadInput(f"{where} is uint16 without encoding='{ENCODING_BF16_BITS}': cannot tell it is bfloat16")
-            encoding = ENCODING_NATIVE
+        stored = stored_dtype(ds.dtype, h5.text_attr(ds, "encoding", where, ""), where)
+        encoding = encoding_of(stored)
         if "dtype" in ds.attrs:
             dtype = h5.text_attr(ds, "dtype", where)
+            if dtype != stored:
+                raise BadInput(f"{where} is stored as {ds.dtype} ({stored}) but claims dtype {dtype!r}")
         else:
-            dtype = "bfloat16" if encoding == ENCODING_BF16_BITS else str(ds.dtype)
+            dtype = stored
             self.notes.append(f"stream {name!r}: no dtype attribute, took {dtype} from the stored type")
-        if dtype not in STORAGE_DTYPE or ds.dtype != STORAGE_DTYPE[dtype]:
-            raise BadInput(f"{where} is stored as {ds.dtype} but claims dtype {dtype!r}")
         final_norm = h5.text_attr(ds, "final_norm", where, FINAL_NORM_POST)
         role = h5.text_attr(ds, "role", where, ROLE_DRAFTER_INPUT)
         try:

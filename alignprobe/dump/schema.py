@@ -13,6 +13,8 @@ import json
 import sys
 from typing import Any
 
+from alignprobe.version import __version__
+
 FORMAT_NAME = "alignprobe.dump"
 FORMAT_VERSION = 2  # the newest version this reader reads
 # What a dump is written as: 1, unless some sample carries a mark (dump/marks.py: version 2)
@@ -107,8 +109,6 @@ class Provenance:
     @classmethod
     def here(cls, **fields: Any) -> "Provenance":
         """A provenance stamped with this process's command line, the time and our version."""
-        from alignprobe import __version__
-
         fields.setdefault("command_line", " ".join(sys.argv))
         fields.setdefault("created_at", datetime.datetime.now(datetime.timezone.utc).isoformat())
         fields.setdefault("tool_version", f"alignprobe {__version__}")

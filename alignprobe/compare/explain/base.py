@@ -50,6 +50,19 @@ class ExplainRows:
     # position position[r] + end_offsets[sample[r]]); NaN rows elsewhere. Empty when no sample is shorter.
     end_rows: dict[Key, np.ndarray] = dataclasses.field(default_factory=dict)
     end_offsets: list[int] = dataclasses.field(default_factory=list)  # per sample: train length - serve length, or 0
+    # The power of two every value above was multiplied by (set here, never given): 1 unless a value
+    # exceeds LARGEST_FITTED, where float32 squares and their sums over channels and rows overflowed
+    # (rotation's SVD did not converge on states of 1e30). A common power of two is exact, so every
+    # fit of a linear transform and every rel-RMS and cosine is the same; a fit whose parameter is a
+    # value (saturated's limit) or depends on the bits (reinterpreted) divides it back out.
+    value_scale: float = dataclasses.field(default=1.0, init=False)
+
+    def __post_init__(self):
+        self.value_scale = fitting_scale([self.serve, *self.train.values(), *self.end_rows.values()])
+        if self.value_scale != 1.0:
+            self.serve = _scaled(self.serve, self.value_scale)
+            self.train = {key: _scaled(v, self.value_scale) for key, v in self.train.items()}
+            self.end_rows = {key: _scaled(v, self.value_scale) for key, v in self.end_rows.items()}
 
     @property
     def held_out(self) -> np.ndarray:
@@ -106,6 +119,39 @@ class ExplainRows:
 
     def label(self, key: Key) -> str:
         return self.labels.get(key) or f"HF[{key[0]}]" + (" pre-norm" if key[1] == "pre" and key[0] == self.num_layers else "")
+
+
+# The largest value the fits take as it is: its square (1.8e19) summed over 2^17 channels and 2^17 rows
+# stays below float32's limit (3.4e38); real hidden states stay below 1e5, so only broken ones are scaled.
+LARGEST_FITTED = 2.0**32
+
+
+def fitting_scale(arrays: list[np.ndarray]) -> float:
+    """The power of two that brings the largest finite magnitude of ``arrays`` to at most
+    LARGEST_FITTED (1.0 where it already is)."""
+    largest = 0.0
+    for x in arrays:
+        if x.size:
+            with np.errstate(invalid="ignore"):
+                peak = float(np.nanmax(np.abs(x), initial=0.0))  # NaN rows: end rows of no sample
+            largest = max(largest, peak)
+    if not largest > LARGEST_FITTED or not np.isfinite(largest):
+        return 1.0
+    _, exponent = np.frexp(largest / LARGEST_FITTED)  # largest / LARGEST_FITTED < 2^exponent
+    return float(np.ldexp(1.0, -int(exponent)))
+
+
+# A scaled row whose largest value is below this is a zero row: its squares would fall below float32's
+# normal range (its norm 0 or a few bits, a norm ratio to the other side overflowing). It is 2^80 times
+# smaller than the largest state, so no fit at this common scale could tell it from zero anyway.
+SMALLEST_FITTED = 2.0**-48
+
+
+def _scaled(x: np.ndarray, scale: float) -> np.ndarray:
+    out = x * np.float32(scale)
+    with np.errstate(invalid="ignore"):  # NaN rows (end rows of no sample) stay NaN
+        out[np.abs(out).max(axis=-1) < SMALLEST_FITTED] = 0
+    return out
 
 
 class Explanation(Protocol):

@@ -34,7 +34,9 @@ def _restored(a: np.ndarray, b: np.ndarray, fit: np.ndarray) -> tuple[np.ndarray
     unit_a = _unit_rms(a)
     w = _weights(unit_a[fit], _unit_rms(b)[fit])
     direction = w * unit_a
-    scale = np.linalg.norm(b, axis=1, keepdims=True) / np.maximum(np.linalg.norm(direction, axis=1, keepdims=True), 1e-30)
+    length = np.linalg.norm(direction, axis=1, keepdims=True)
+    # a zero direction (a zero train row) predicts zero: the serve norm over a floor overflowed past 3e8
+    scale = np.linalg.norm(b, axis=1, keepdims=True) / np.where(length > 0, length, np.inf)
     return direction * scale, w
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, scored
+from alignprobe.compare.explain.base import LARGEST_FITTED, ExplainRows, scored
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -44,8 +44,13 @@ class Reinterpreted:
         key, a, b = pair
         best = None
         for reading, read in READINGS.items():
-            predicted = read(a)
-            predicted = np.where(np.isfinite(predicted), predicted, 0.0)  # an Inf / NaN bit pattern: no value
+            # the bits are those of the values as stored, whatever power of two the rows were scaled by
+            predicted = read(a / np.float32(rows.value_scale))
+            predicted = np.where(np.isfinite(predicted), predicted, np.float32(0))  # an Inf / NaN bit pattern: no value
+            predicted *= np.float32(rows.value_scale)
+            # float16 bits read as bfloat16 reach 1e36 (float16's 65504) and 2^98 from 1e4: no state is
+            # that large, and squared they overflowed the scores; at LARGEST_FITTED they still fit nothing
+            np.clip(predicted, -LARGEST_FITTED, LARGEST_FITTED, out=predicted)
             fit_error = float(np.sum((predicted[rows.fit] - b[rows.fit]) ** 2, dtype=np.float64))
             if best is None or fit_error < best[0]:  # the reading is chosen on the fit rows
                 best = (fit_error, reading, predicted)

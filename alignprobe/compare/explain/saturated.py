@@ -39,8 +39,9 @@ class Saturated:
         if at_limit < max(MIN_AT_LIMIT, MIN_AT_LIMIT_FRACTION * magnitude.size):
             return None  # the maximum is reached a few times: nothing was clipped
         beyond = float(np.mean(np.abs(a[rows.fit]) > limit))  # train values the clip changed
-        params = {"limit": limit, "values_at_limit": at_limit, "fit_values": int(magnitude.size),
+        stored_limit = limit / rows.value_scale  # the limit in the dump's values, not the fitted rows'
+        params = {"limit": stored_limit, "values_at_limit": at_limit, "fit_values": int(magnitude.size),
                   "train_values_beyond": beyond, "hf_index": key[0]}
         return scored(self.name, self.complexity, rows, np.clip(a, -limit, limit), b, params,
-                      f"serve = train {rows.label(key)} clipped at +-{limit:.4g} ({at_limit} fit values at the limit, "
+                      f"serve = train {rows.label(key)} clipped at +-{stored_limit:.4g} ({at_limit} fit values at the limit, "
                       f"{beyond:.2%} of train values beyond it)")

@@ -173,8 +173,16 @@ def unit_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows scaled to unit norm (unusable rows zeroed), which rows are usable, and ||x||^2 per row."""
     sq = row_dot(x, x)
     valid = np.isfinite(sq) & (sq > 0)
-    if not valid.all():  # NaN * 0 is NaN: zero the unusable rows themselves (the rare, slower path)
-        x = np.where(valid[:, None], x, np.float32(0))
-        sq = np.where(valid, sq, 0.0)
+    if valid.all():
+        return x * (1.0 / np.sqrt(sq)).astype(np.float32)[:, None], valid, sq
+    # the rare, slower path: NaN * 0 is NaN, so the unusable rows themselves are zeroed; finite rows
+    # whose float32 squares overflowed (values past 1.8e19) are usable, normed in float64
+    _, _, huge = nonfinite_masks(x, sq)
+    wide = x[huge].astype(np.float64)
+    sq[huge] = token_terms(wide, wide)[0]
+    x = np.where(valid[:, None], x, np.float32(0))
+    sq = np.where(valid | huge, sq, 0.0)
     scale = np.where(valid, 1.0 / np.sqrt(np.where(valid, sq, 1.0)), 0.0).astype(np.float32)
-    return x * scale[:, None], valid, sq
+    units = x * scale[:, None]
+    units[huge] = wide / np.sqrt(sq[huge])[:, None]
+    return units, valid | huge, sq
