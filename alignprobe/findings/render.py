@@ -13,11 +13,12 @@ from alignprobe.findings.record import Finding, Note, Subject
 
 
 def title(finding: Finding) -> str:
-    return finding.title + "".join(n.headline for n in finding.notes)
+    return finding.title + "".join(n.headline for n in _notes(finding))
 
 
 def fix(finding: Finding) -> str:
-    return "".join(n.fix_before for n in finding.notes) + finding.fix + "".join(n.fix_after for n in finding.notes)
+    notes = _notes(finding)
+    return "".join(n.fix_before for n in notes) + finding.fix + "".join(n.fix_after for n in notes)
 
 
 def where(finding: Finding) -> str:
@@ -28,10 +29,12 @@ def where(finding: Finding) -> str:
 def to_dict(finding: Finding) -> dict[str, Any]:
     """A finding as result.json holds it: ``title`` and ``fix`` rendered (what a user reads), the notes
     as data, and the owner's own text under ``own`` where notes changed it."""
+    notes = _notes(finding)
+    subject = getattr(finding, "subject", Subject(finding.stream))
     out = {"code": finding.code, "severity": finding.severity, "title": title(finding),
            "evidence": jsonable(finding.evidence), "fix": fix(finding), "stream": finding.stream,
-           "slices": list(finding.subject.slices), "notes": [n.to_dict() for n in finding.notes]}
-    if finding.notes:
+           "slices": list(subject.slices), "notes": jsonable([n.to_dict() for n in notes])}
+    if notes:
         out["own"] = {"title": finding.title, "fix": finding.fix}
     return out
 
@@ -44,3 +47,9 @@ def from_dict(raw: dict[str, Any]) -> Finding:
     return Finding(code=raw["code"], severity=raw["severity"], title=own.get("title", raw.get("title", "")),
                    evidence=dict(raw.get("evidence") or {}), fix=own.get("fix", raw.get("fix", "")),
                    subject=Subject(raw.get("stream", "") or "", tuple(raw.get("slices") or ())), notes=notes)
+
+
+def _notes(finding: Finding) -> tuple[Note, ...]:
+    # A record of the finding shape without notes or a subject (a judge's own mutable finding, before
+    # it makes findings.Finding records) renders as its owner's text alone.
+    return getattr(finding, "notes", ())
