@@ -34,19 +34,12 @@ def audit(paths, json_path, report_dir, junit_path, workers, scheduler, override
     from alignprobe.audit.render.junit import render_junit
     from alignprobe.audit.render.markdown import format_summary
     from alignprobe.audit.render.writer import write_atomic, write_audit_report
+    from alignprobe.findings.tolerances import parse_overrides
 
     if workers and scheduler:
         raise BadInput("give --workers or --scheduler, not both")
     _refuse_bad_paths(paths, json_path, report_dir, junit_path)
-    policy = AuditPolicy()
-    if overrides:
-        pairs = {}
-        for text in overrides:
-            key, sep, value = text.partition("=")
-            if not sep:
-                raise BadInput(f"--set {text}: write KEY=VALUE")
-            pairs[key.strip()] = value.strip()
-        policy = policy.updated(pairs)
+    policy = AuditPolicy().updated(parse_overrides(overrides)) if overrides else AuditPolicy()
     journal = _journal_path(json_path, report_dir)
     result = run_audit(list(paths), policy=policy, workers=workers, scheduler=scheduler, journal=journal,
                        progress=not no_progress)

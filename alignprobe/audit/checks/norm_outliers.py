@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-from alignprobe.audit.checks.base import MAX_EXAMPLES, Scanned
+from alignprobe.audit.checks.base import MAX_EXAMPLES, Scanned, slices_subject
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 BINS_PER_OCTAVE = 32
 FIRST = " (position 0)"
@@ -74,12 +74,13 @@ class NormOutliers:
         if not slices:
             return []
         rows = sum(s["outlier_rows"] for s in slices.values())
-        return [Finding(
-            "norm_outlier", "warn",
+        return [make(
+            "norm_outlier",
             f"{rows} row(s) with norms beyond the dataset's own spread in {len(slices)} slice(s)",
             {"slices": slices, "examples": examples, "bins_per_octave": BINS_PER_OCTAVE},
             "look at the named samples: a sample scaled on the way (another dtype, a missing norm), a "
-            "different model or revision, or one bad batch; drop or re-extract them",
+            "different model or revision, or one bad batch; drop or re-extract them", policy=policy,
+            subject=slices_subject(slices),
         )]
 
 
