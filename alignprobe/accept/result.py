@@ -20,7 +20,7 @@ import json
 import math
 from typing import Any
 
-from alignprobe.compare.result import SEVERITY_RANK, Finding
+from alignprobe.findings import SEVERITY_RANK, Finding, render
 
 
 @dataclasses.dataclass
@@ -70,7 +70,7 @@ class AcceptResult:
 
     def sentence(self) -> str:
         if self.train is None or self.serve is None:
-            return "no prediction: " + "; ".join(f.title for f in self.findings if f.severity == "error")
+            return "no prediction: " + "; ".join(render.title(f) for f in self.findings if f.severity == "error")
         line = (f"train AL {self.train.accept_length:.2f}, serve AL {self.serve.accept_length:.2f}: "
                 f"this serving setup will cost about {self.cost:.2f} accept length")
         if self.explained_by:
@@ -79,6 +79,7 @@ class AcceptResult:
 
     def to_dict(self) -> dict[str, Any]:
         raw = dataclasses.asdict(self)
+        raw["findings"] = [render.to_dict(f) for f in self.findings]
         raw["cost"] = self.cost
         return _finite(raw)
 
@@ -89,7 +90,7 @@ class AcceptResult:
     def from_dict(cls, raw: dict[str, Any]) -> "AcceptResult":
         sides = {k: (SideAccept(**{f.name: raw[k][f.name] for f in dataclasses.fields(SideAccept) if f.name in raw[k]})
                      if raw.get(k) else None) for k in ("train", "serve")}
-        findings = [Finding(**{f.name: x[f.name] for f in dataclasses.fields(Finding) if f.name in x}) for x in raw.get("findings", [])]
+        findings = [render.from_dict(x) for x in raw.get("findings", [])]
         plain = {f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw and f.name not in ("train", "serve", "findings")}
         return cls(**plain, **sides, findings=findings)
 
