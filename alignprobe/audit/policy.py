@@ -21,6 +21,10 @@ class AuditPolicy(Tolerances):
     # keeps a tight distribution from flagging ordinary long-tail rows.
     norm_outlier_sigmas: float = 8.0
     norm_outlier_min_factor: float = 4.0
+    # Outliers of one token (or position) in at least this many samples, the same state within half
+    # an octave, are the model's own (a massive activation), not a data fault (checks/recurring.py).
+    # Two samples alike can be one sample stored twice; a shared prefix of a chat set is in many more.
+    norm_outlier_recurring_samples: int = 3
     # Tokens that always come together (a marker) in between this share and 1 - it of the samples
     # split the set in two templates; a marker is at least min_run distinct tokens (one token
     # alone can be any common word).
@@ -34,6 +38,7 @@ class AuditPolicy(Tolerances):
         "degenerate_fail_fraction": FRACTION,
         "norm_outlier_sigmas": NON_NEGATIVE,
         "norm_outlier_min_factor": FACTOR,
+        "norm_outlier_recurring_samples": (2.0, math.inf, "at least 2 samples"),
         "template_split_min_share": (0.0, 0.5, "a share between 0 and 0.5 (a marker splits off this share to 1 minus it)"),
         "template_split_min_run": (1.0, math.inf, "at least 1 token"),
     }
