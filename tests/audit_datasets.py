@@ -42,18 +42,7 @@ def make_samples(count=24, seed=0, faults: dict[str, list[int]] | None = None):
         s = len(tokens)
         aux = (g.standard_normal((s, 3, H)) * np.array([1.0, 4.0, 9.0])[None, :, None]).astype(np.float32)
         final = g.standard_normal((s, H)).astype(np.float32)
-        if i in faults.get("nan", []):
-            aux[2, 1, 5] = np.nan
-        if i in faults.get("zero", []):
-            aux[1:4, 0] = 0
-        if i in faults.get("constant", []):
-            aux[2:4, 2] = 0.25
-        if i in faults.get("norm", []):
-            aux[:, 1] *= 100
-        if i in faults.get("repeat", []):
-            aux[:, 2] = aux[:, 1]
-        if i in faults.get("nomask", []):
-            mask = [0] * s
+        mask = plant_state_faults(i, aux, mask, faults)
         pad = 0
         if i in faults.get("padding", []):
             pad = 3
@@ -64,6 +53,77 @@ def make_samples(count=24, seed=0, faults: dict[str, list[int]] | None = None):
             aux, final = aux[:-2], final[:-2]
         samples.append({"tokens": tokens, "loss_mask": mask, "aux": aux, "final": final, "pad": pad})
     return samples
+
+
+def plant_state_faults(i, aux, mask, faults):
+    """The faults of sample ``i`` that live in its states (planted in ``aux`` in place) or its mask (returned)."""
+    if i in faults.get("nan", []):
+        aux[2, 1, 5] = np.nan
+    if i in faults.get("zero", []):
+        aux[1:4, 0] = 0
+    if i in faults.get("constant", []):
+        aux[2:4, 2] = 0.25
+    if i in faults.get("norm", []):
+        aux[:, 1] *= 100
+    if i in faults.get("repeat", []):
+        aux[:, 2] = aux[:, 1]
+    if i in faults.get("nomask", []):
+        mask = [0] * len(mask)
+    return mask
+
+
+SINK_SCALE = 5.0  # the large token's embedding, times this: its state ~4.5x the median at every tap
+SHARED_PREFIX = 6  # tokens the prefix samples share with sample 0
+
+
+def trained_model_samples(count=40, faults=None, prefix_samples=(30, 31, 32, 33, 34), seed=5):
+    """``count`` samples of a briefly trained tiny Llama's own states (H=32, 4 layers: layers 1-3 as the
+    aux slices, the final norm's output as the final state), in make_samples' form, with the state and
+    duplicate faults planted. Like a trained model with a massive activation, one token (the third of
+    sample 0) carries a state several times the median norm wherever it sits, the same in every sample
+    that shares its context: its embedding is made large. ``prefix_samples`` open with sample 0's
+    first SHARED_PREFIX tokens, so they hold that token at the same position, with the same state.
+    Returns (samples, the large token)."""
+    from alignprobe.demo.tiny_models import synthetic_corpus
+
+    faults = faults or {}
+    model = _trained_llama()
+    corpus = synthetic_corpus(count, 40, seed=seed, vocab=model.config.vocab_size)
+    sink = int(corpus[0, 2])
+    g = np.random.default_rng(seed)
+    samples = []
+    with torch.no_grad():
+        embedding = model.model.embed_tokens.weight
+        kept = embedding[sink].clone()
+        embedding[sink] *= SINK_SCALE
+        try:
+            for i in range(count):
+                tokens = corpus[i, : int(g.integers(16, 40))].clone()
+                if i in prefix_samples:
+                    tokens[:SHARED_PREFIX] = corpus[0, :SHARED_PREFIX]
+                if i in faults.get("duplicate", []):
+                    tokens = torch.tensor(samples[0]["tokens"])
+                states = model(input_ids=tokens[None], output_hidden_states=True).hidden_states
+                aux = torch.stack([states[layer][0] for layer in (1, 2, 3)], 1).numpy().copy()
+                mask = [0] * 4 + [1] * (len(tokens) - 4)
+                mask = plant_state_faults(i, aux, mask, faults)
+                samples.append({"tokens": tokens.tolist(), "loss_mask": mask, "aux": aux,
+                                "final": states[-1][0].numpy().copy(), "pad": 0})
+        finally:
+            embedding[sink] = kept
+    return samples, sink
+
+
+_TRAINED = {}
+
+
+def _trained_llama():
+    """The seeded tiny Llama, trained once a process (half a minute on one busy core)."""
+    if "llama" not in _TRAINED:
+        from alignprobe.demo.tiny_models import tiny_llama, train_briefly
+
+        _TRAINED["llama"] = train_briefly(tiny_llama(num_layers=4, hidden_size=H, seed=0), steps=30, batch=8, length=32)
+    return _TRAINED["llama"]
 
 
 def write_specforge(root, samples, gz_every=4):

@@ -147,7 +147,11 @@ def test_audit_set_refuses_out_of_range_thresholds(dumps, setting):
 
 def test_audit_thresholds_in_range_still_accepted():
     from alignprobe.audit import AuditPolicy
+    from alignprobe.findings.tolerances import parse_overrides
 
-    p = AuditPolicy().updated({"norm_outlier_sigmas": "0", "norm_outlier_min_factor": "1", "template_split_min_share": "0.5",
-                               "template_split_min_run": "1", "degenerate_fail_fraction": "1"})
+    # as --set gives them: text, parsed once by the one --set parser
+    p = AuditPolicy().updated(parse_overrides(["norm_outlier_sigmas=0", "norm_outlier_min_factor=1",
+                                               "template_split_min_share=0.5", "template_split_min_run=1",
+                                               "degenerate_fail_fraction=1"]))
     assert p.norm_outlier_sigmas == 0.0 and p.template_split_min_run == 1
+    assert isinstance(p.template_split_min_run, int)  # an int field stays an int

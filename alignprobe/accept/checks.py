@@ -13,7 +13,7 @@ will skip fc while the drafter was trained on the aux concat).
 from __future__ import annotations
 
 from alignprobe.accept.checkpoint import DrafterCheckpoint
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 
 def check_drafter(ckpt: DrafterCheckpoint, *, hidden_size: int | None, num_layers: int | None,
@@ -29,8 +29,8 @@ def check_drafter(ckpt: DrafterCheckpoint, *, hidden_size: int | None, num_layer
     if num_layers and ckpt.layer_ids is not None:
         findings += _tap_ids(ckpt, num_layers, serve_claim, serve_engine, measured)
     if not ckpt.use_aux_hidden_state and ckpt.fc_input_width:
-        findings.append(Finding(
-            "drafter_use_aux", "error",
+        findings.append(make(
+            "drafter_use_aux",
             "eagle_config.use_aux_hidden_state is false: vLLM skips fc and feeds the H-wide final state to a drafter whose fc was trained on the aux concat",
             {"use_aux_hidden_state": False, "fc_input_width": ckpt.fc_input_width},
             "set eagle_config.use_aux_hidden_state to true (or drop the key) so the engine captures the aux states"))
@@ -54,21 +54,21 @@ def _collisions(ckpt: DrafterCheckpoint) -> list[Finding]:
     nested = (ckpt.config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
     top = ckpt.config.get("eagle_aux_hidden_state_layer_ids")
     if nested is not None and top is not None and list(nested) != list(top):
-        out.append(Finding(
-            "drafter_tap_ids", "error",
+        out.append(make(
+            "drafter_tap_ids",
             f"the config gives two sets of ids: eagle_aux_hidden_state_layer_ids {list(top)} (vLLM reads this one) and "
             f"eagle_config.eagle_aux_hidden_state_layer_ids {list(nested)}",
             {"top_level": list(top), "eagle_config": list(nested)},
             "keep one set of ids, the one training used, in both places"))
     if len(set(ids)) != len(ids):
-        out.append(Finding(
-            "drafter_tap_collision", "error",
+        out.append(make(
+            "drafter_tap_collision",
             f"{ckpt.layer_ids_source} {list(ids)} repeats an id: vLLM de-duplicates them, so fc gets {len(set(ids))} states where it takes {ckpt.num_taps}",
             {"layer_ids": list(ids), "distinct": len(set(ids)), "fc_taps": ckpt.num_taps},
             "give distinct ids, one per tapped layer, as training captured them"))
     elif ckpt.num_taps and len(ids) != ckpt.num_taps and ckpt.use_aux_hidden_state:
-        out.append(Finding(
-            "drafter_tap_collision", "error",
+        out.append(make(
+            "drafter_tap_collision",
             f"{ckpt.layer_ids_source} names {len(ids)} ids but fc takes {ckpt.num_taps} states of H",
             {"layer_ids": list(ids), "fc_taps": ckpt.num_taps, "fc_input_width": ckpt.fc_input_width},
             f"list exactly {ckpt.num_taps} ids, the layers training tapped"))
@@ -79,14 +79,14 @@ def _width(ckpt: DrafterCheckpoint, hidden_size: int | None) -> list[Finding]:
     out = []
     fc_in = ckpt.fc_input_width
     if fc_in and ckpt.target_hidden_size and fc_in % ckpt.target_hidden_size:
-        out.append(Finding(
-            "drafter_hidden_width", "error",
+        out.append(make(
+            "drafter_hidden_width",
             f"fc takes {fc_in} columns, not a multiple of target_hidden_size {ckpt.target_hidden_size}",
             {"fc_input_width": fc_in, "target_hidden_size": ckpt.target_hidden_size},
             "set target_hidden_size to the target's hidden size"))
     if hidden_size and ckpt.target_hidden_size != hidden_size:
-        out.append(Finding(
-            "drafter_hidden_width", "error",
+        out.append(make(
+            "drafter_hidden_width",
             f"the drafter expects target states {ckpt.target_hidden_size} wide, the dumps hold H={hidden_size}",
             {"target_hidden_size": ckpt.target_hidden_size, "dump_hidden_size": hidden_size},
             "use the drafter trained for this target, or dumps of this drafter's target"))
@@ -125,14 +125,14 @@ def _vocab(ckpt: DrafterCheckpoint, target_vocab: int | None) -> list[Finding]:
         out.append(_vocab_finding(f"the draft vocab has {draft} ids and the target {vocab}, but the checkpoint has no d2t mapping",
                                   {"draft_vocab": draft, "target_vocab": vocab}))
     if target_vocab is not None and ckpt.t2d is not None and ckpt.t2d.numel() != target_vocab:
-        out.append(Finding(
-            "drafter_target_vocab", "error",
+        out.append(make(
+            "drafter_target_vocab",
             f"t2d covers {ckpt.t2d.numel()} target ids, the target has {target_vocab}",
             {"t2d_length": ckpt.t2d.numel(), "target_vocab": target_vocab},
             "use the drafter trained for this target's tokenizer"))
     if target_vocab is not None and ckpt.target_vocab_size and ckpt.target_vocab_size != target_vocab and ckpt.t2d is None:
-        out.append(Finding(
-            "drafter_target_vocab", "error",
+        out.append(make(
+            "drafter_target_vocab",
             f"the drafter config says a target vocab of {ckpt.target_vocab_size}, the target has {target_vocab}",
             {"config_target_vocab": ckpt.target_vocab_size, "target_vocab": target_vocab},
             "use the drafter trained for this target's tokenizer"))
@@ -140,8 +140,8 @@ def _vocab(ckpt: DrafterCheckpoint, target_vocab: int | None) -> list[Finding]:
 
 
 def _vocab_finding(title: str, evidence: dict) -> Finding:
-    return Finding("drafter_vocab_map", "error", title, evidence,
-                   "regenerate the vocab mapping from the training data (SpecForge vocab_mapping.pt) and save d2t/t2d with the drafter")
+    return make("drafter_vocab_map", title, evidence,
+                "regenerate the vocab mapping from the training data (SpecForge vocab_mapping.pt) and save d2t/t2d with the drafter")
 
 
 def _norm_flags(ckpt: DrafterCheckpoint) -> list[Finding]:
@@ -149,25 +149,25 @@ def _norm_flags(ckpt: DrafterCheckpoint) -> list[Finding]:
     has_input_norm = "input_norm.weight" in ckpt.weights
     has_fc_norm = any(k.startswith("fc_norm.") for k in ckpt.weights)
     if ckpt.norm_before_fc != has_input_norm:
-        out.append(Finding(
-            "drafter_norm_flags", "error",
+        out.append(make(
+            "drafter_norm_flags",
             ("norm_before_fc is set but the checkpoint has no input_norm.weight" if ckpt.norm_before_fc else
              "the checkpoint has input_norm.weight but norm_before_fc is not set: the engine will skip that norm"),
             {"norm_before_fc": ckpt.norm_before_fc, "input_norm_weight": has_input_norm},
             "make the flag match the weights the drafter was trained with"))
     if ckpt.fc_norm != has_fc_norm:
-        out.append(Finding(
-            "drafter_norm_flags", "error",
+        out.append(make(
+            "drafter_norm_flags",
             ("fc_norm is set but the checkpoint has no fc_norm.* weights" if ckpt.fc_norm else
              "the checkpoint has fc_norm.* weights but fc_norm is not set: the engine will skip those norms"),
             {"fc_norm": ckpt.fc_norm, "fc_norm_weights": has_fc_norm},
             "make the flag match the weights the drafter was trained with"))
     if ckpt.norm_before_fc or ckpt.fc_norm:
-        out.append(Finding(
-            "drafter_norm_flags", "info",
+        out.append(make(  # flags and weights agree: what the engine must do, not a fault of the drafter
+            "drafter_norm_flags",
             "the drafter needs a norm before fc: vLLM reads norm_before_fc from eagle_config only since PR #42143; older engines skip it",
             {"norm_before_fc": ckpt.norm_before_fc, "fc_norm": ckpt.fc_norm},
-            "serve with an engine version that applies the pre-fc norm"))
+            "serve with an engine version that applies the pre-fc norm", cap="info"))
     return out
 
 
@@ -177,26 +177,26 @@ def _tap_ids(ckpt, num_layers, serve_claim, serve_engine, measured) -> list[Find
     try:
         expected, system = engine_hf_indices(ckpt.layer_ids, num_layers, serve_engine)
     except BadInput as exc:
-        return [Finding("drafter_tap_ids", "error", f"{ckpt.layer_ids_source} {list(ckpt.layer_ids)}: {exc}",
-                        {"layer_ids": list(ckpt.layer_ids)}, "give ids inside the target's layer range")]
+        return [make("drafter_tap_ids", f"{ckpt.layer_ids_source} {list(ckpt.layer_ids)}: {exc}",
+                     {"layer_ids": list(ckpt.layer_ids)}, "give ids inside the target's layer range")]
     out = []
     if serve_claim is not None and len(serve_claim.hf_indices) > 1:
         claimed = tuple(serve_claim.hf_indices)
         if len(claimed) == ckpt.num_taps + 1 and claimed[-1] == num_layers:
             claimed = claimed[:-1]  # speculators / extract_hidden_states: 3 aux + the final state
         if tuple(sorted(claimed)) != expected:
-            out.append(Finding(
-                "drafter_tap_ids", "warn",
+            out.append(make(  # what the dump claims, not what was measured: at most a warning
+                "drafter_tap_ids",
                 f"the drafter's {ckpt.layer_ids_source} {list(ckpt.layer_ids)} capture HF{list(expected)} on {system}, "
                 f"the serve dump claims HF{list(claimed)}",
                 {"layer_ids": list(ckpt.layer_ids), "engine": system, "expected_hf": list(expected), "claimed_hf": list(claimed)},
-                "capture the serve dump with the drafter's own ids, or fix the ids the server was given"))
+                "capture the serve dump with the drafter's own ids, or fix the ids the server was given", cap="warn"))
     if measured:
         labels = [f"HF[{i}]" for i in expected]
         got = [m.split()[0] for m in measured][: len(labels)]
         if got and got != labels[: len(got)]:
-            out.append(Finding(
-                "drafter_tap_ids", "error",
+            out.append(make(
+                "drafter_tap_ids",
                 f"the serve dump measures as {', '.join(got)} where the drafter's ids give {', '.join(labels)}",
                 {"measured": got, "expected": labels, "layer_ids": list(ckpt.layer_ids)},
                 "serve with the layer ids the drafter was trained on (see the layer_offset / wrong_taps finding)"))

@@ -24,9 +24,9 @@ from alignprobe.accept.chain import ChainTally, EngineWalk, sampled_acceptance
 from alignprobe.accept.checkpoint import DrafterCheckpoint, load_drafter
 from alignprobe.accept.checks import check_drafter
 from alignprobe.accept.result import AcceptResult, SideAccept
-from alignprobe.compare.result import SEVERITY_RANK, Finding
 from alignprobe.dump import FINAL_NORM_POST, ROLE_DRAFTER_INPUT, ROLE_FINAL, open_dump
 from alignprobe.errors import BadInput
+from alignprobe.findings import SEVERITY_RANK, Subject, make, render, sort_findings
 
 # Below 1 in 10 chain starts on the target's own tokens, the mask would leave too little to score.
 MIN_OWN_SHARE_INVERSE = 10
@@ -102,15 +102,16 @@ def accept(drafter: str | os.PathLike | DrafterCheckpoint, train_dump, serve_dum
                     sides[name] = _run_side(model, dump, stream, own, lm_head, num_draft_tokens, temperature, max_tokens, train,
                                             score_from)
                 except WidthError as exc:
-                    findings.append(Finding("drafter_hidden_width", "error", f"{name} dump stream {stream!r}: {exc}; the engine would fail at the first decode",
-                                            {"stream": stream, "width": dump.streams[stream].width, "fc_input_width": ckpt.fc_input_width},
-                                            "serve the aux concat the drafter was trained on (EAGLE3 with its layer ids)"))
+                    findings.append(make("drafter_hidden_width", f"{name} dump stream {stream!r}: {exc}; the engine would fail at the first decode",
+                                         {"stream": stream, "width": dump.streams[stream].width, "fc_input_width": ckpt.fc_input_width},
+                                         "serve the aux concat the drafter was trained on (EAGLE3 with its layer ids)",
+                                         subject=Subject(stream)))
                     sides[name] = None
         finally:
             if serve is not None:
                 serve.close()
     result = AcceptResult(ckpt.path, ckpt.layout, num_draft_tokens, sides["train"], sides["serve"],
-                          sorted(findings, key=lambda f: -SEVERITY_RANK[f.severity]), notes=notes)
+                          sort_findings(findings), notes=notes)
     if compare_result is not None:
         _explain(result, compare_result)
     result.elapsed_s = time.perf_counter() - started
@@ -263,4 +264,4 @@ def _explain(result: AcceptResult, compare_result) -> None:
     ranked = [f for f in compare_result.findings if f.code in EXPLAINING_CODES and f.severity != "info"]
     ranked.sort(key=lambda f: (-SEVERITY_RANK[f.severity], EXPLAINING_CODES.index(f.code)))
     if ranked:
-        result.explained_by, result.explanation = ranked[0].code, ranked[0].title
+        result.explained_by, result.explanation = ranked[0].code, render.title(ranked[0])

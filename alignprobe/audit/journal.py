@@ -13,7 +13,8 @@ import os
 
 from alignprobe.errors import BadInput
 
-VERSION = 2  # 2: template_split partials name samples, loss_mask counts why a mask is absent, dataset_tokens
+VERSION = 3  # 2: template_split partials name samples, loss_mask counts why a mask is absent, dataset_tokens;
+# 3: norm_outliers keeps each extreme's token and position, and the high rows by token and position
 
 
 class Journal:

@@ -85,7 +85,7 @@ def _foreign_sample(unit: Unit, path: str) -> AuditSample:
 def _speculators_mask(sample: AuditSample, path: str) -> None:
     """The loss mask from prepare-data's dataset row (speculators_dataset.py says where it lives).
     States past the row's input_ids, the ids otherwise equal, are padding that was written."""
-    from alignprobe.audit import speculators_dataset
+    import alignprobe.audit.speculators_dataset as speculators_dataset
 
     try:
         ids, mask = speculators_dataset.row_of(path, sample.source)

@@ -1,14 +1,15 @@
 """What an audit found: plain records the CLI, the report writers and notebooks read (no report imports).
 
 ``AuditResult``
-    verdict      "PASS" | "WARN" | "FAIL", from the findings' severities as in compare
-    findings     list[Finding] (compare's record: code, severity, title, evidence, fix), most severe first
+    verdict      "PASS" | "WARN" | "FAIL", the worst of the findings' severities (findings/severity.py)
+    findings     list[Finding] (findings/record.py: code, severity, subject, evidence, title, fix), most severe first
     sources      list[AuditSource]: each PATH, its layout, files and units
     slices       list[SliceAudit]: per slice of every stream (per HF index for dumps), row counts and norms
     samples_flagged  list[SampleFlag]: the samples the findings name (up to 20 a finding), by sample
     samples / tokens / bytes   read in all; workers (0: in this process), resumed_units (from the journal)
     policy       the thresholds used; elapsed_s; notes
-``bool(result)`` is True unless FAIL; ``passed(strict=True)`` only for PASS.
+``bool(result)`` is True unless FAIL; ``passed(strict=True)`` only for PASS. ``to_json`` writes the
+findings in findings/render.py's form and non-finite numbers as findings/jsonable.py does.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import dataclasses
 import json
 from typing import Any
 
-from alignprobe.compare.result import SEVERITY_RANK, Finding
+from alignprobe.findings import Finding, render
+from alignprobe.findings import exit_status
+from alignprobe.findings.jsonable import jsonable, number
 
 
 @dataclasses.dataclass
@@ -63,10 +66,10 @@ class AuditResult:
     notes: list[str] = dataclasses.field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return self.verdict != "FAIL"
+        return exit_status.passed(self.verdict)
 
     def passed(self, strict: bool = False) -> bool:
-        return self.verdict == "PASS" if strict else self.verdict != "FAIL"
+        return exit_status.passed(self.verdict, strict)
 
     def codes(self) -> list[str]:
         return [f.code for f in self.findings]
@@ -76,32 +79,17 @@ class AuditResult:
         return next((f for f in self.findings if f.code == code), None)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {f.name: [render.to_dict(x) for x in self.findings] if f.name == "findings" else jsonable(getattr(self, f.name))
+                for f in dataclasses.fields(self)}
 
     def to_json(self) -> str:
-        return json.dumps(_finite(self.to_dict()), indent=1, sort_keys=True)
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True, allow_nan=False)
 
     @classmethod
     def from_json(cls, text: str) -> "AuditResult":
         raw = json.loads(text)
-        raw["findings"] = [Finding(**f) for f in raw["findings"]]
+        raw["findings"] = [render.from_dict(f) for f in raw["findings"]]
         raw["sources"] = [AuditSource(**s) for s in raw["sources"]]
-        raw["slices"] = [SliceAudit(**{k: (float(v) if v in ("nan", "inf", "-inf") else v) for k, v in s.items()})
-                         for s in raw["slices"]]
+        raw["slices"] = [SliceAudit(**{k: number(v) for k, v in s.items()}) for s in raw["slices"]]
         raw["samples_flagged"] = [SampleFlag(**s) for s in raw["samples_flagged"]]
         return cls(**raw)
-
-
-def verdict_of(findings: list[Finding]) -> str:
-    worst = max((SEVERITY_RANK[f.severity] for f in findings), default=0)
-    return ("PASS", "WARN", "FAIL")[worst]
-
-
-def _finite(value):
-    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from typing import Sequence
 
 from alignprobe.audit.checks import all_checks
 from alignprobe.audit.checks.loss_mask import notes as loss_mask_notes
-from alignprobe.audit.checks.norm_outliers import FIRST, robust_spread
+from alignprobe.audit.checks.norm_outliers import robust_spread
 from alignprobe.audit.cluster import run_units
 from alignprobe.audit.journal import Journal
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.audit.result import AuditResult, AuditSource, SampleFlag, SliceAudit, verdict_of
+from alignprobe.audit.result import AuditResult, AuditSource, SampleFlag, SliceAudit
 from alignprobe.audit.scan import InOrderMerge
 from alignprobe.audit.units import plan_units
-from alignprobe.compare.result import SEVERITY_RANK
 from alignprobe.errors import BadInput
+from alignprobe.findings import sort_findings, verdict_of
 
 
 def audit(
     paths: str | os.PathLike | Sequence[str | os.PathLike],
     *,
-    policy: AuditPolicy | None = None,
+    policy: AuditPolicy | dict | str | os.PathLike | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
     journal: str | os.PathLike | None = None,
@@ -38,9 +37,11 @@ def audit(
     scanned at once in this process (default up to 4). With ``journal`` a killed audit resumes from
     the units it finished. ``torch_threads`` (in this process only) is how many threads each scan's
     reductions use: 1 by default (see scan.py); more for a one-process audit of an idle many-core host.
+    ``policy``: an AuditPolicy, a dict of overrides, or a policy file (JSON or TOML, the same keys and a
+    ``[severity]`` table of audit codes).
     """
     started = time.perf_counter()
-    policy = policy or AuditPolicy()
+    policy = AuditPolicy.resolve(policy)
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if not paths:
@@ -84,14 +85,11 @@ def audit(
 
 
 def judge(merged: dict, sources: list[AuditSource], policy: AuditPolicy, workers: int, resumed: int) -> AuditResult:
-    findings = []
-    for check in all_checks():
-        findings += check.findings(merged["checks"][check.name], policy)
-    findings.sort(key=lambda f: -SEVERITY_RANK[f.severity])
+    findings = sort_findings(f for check in all_checks() for f in check.findings(merged["checks"][check.name], policy))
     return AuditResult(
-        verdict=verdict_of(findings), findings=findings, sources=sources, slices=_slices(merged["checks"]),
+        verdict=verdict_of(f.severity for f in findings), findings=findings, sources=sources, slices=_slices(merged["checks"]),
         samples_flagged=_flags(findings), samples=merged["samples"], tokens=merged["tokens"], bytes=merged["bytes"],
-        workers=workers, resumed_units=resumed, policy=dataclasses.asdict(policy),
+        workers=workers, resumed_units=resumed, policy=policy.to_dict(),
     )
 
 

@@ -84,6 +84,7 @@ CODES: dict[str, Code] = {c.name: c for c in (
     _c("empty_sample", "warn", (AUDIT,), "data", _AUDIT_DOC),
     _c("repeated_tap", "error", (AUDIT,), "data", _AUDIT_DOC),
     _c("norm_outlier", "warn", (AUDIT,), "data", _AUDIT_DOC),
+    _c("recurring_norm_outlier", "info", (AUDIT,), "data", _AUDIT_DOC),
     _c("padding_states", "warn", (AUDIT,), "data", _AUDIT_DOC),
     _c("duplicate_samples", "warn", (AUDIT,), "data", _AUDIT_DOC),
     _c("template_split", "warn", (AUDIT,), "data", _AUDIT_DOC),

@@ -75,8 +75,9 @@ class Tolerances:
         known = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(overrides) - known, key=str)
         if unknown:
-            raise BadInput(f"{self.WHERE}: unknown key(s) {', '.join(map(str, unknown))}; "
-                           f"known keys: {', '.join(sorted(known))}")
+            article = "an" if self.JUDGE[:1] in tuple("aeiou") else "a"
+            raise BadInput(f"{self.WHERE}: unknown key(s) {', '.join(map(str, unknown))}: not {article} {self.JUDGE} "
+                           f"setting; known keys: {', '.join(sorted(known))}")
         values = self.to_dict()
         for key, value in overrides.items():
             if key == "severity":

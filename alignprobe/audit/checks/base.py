@@ -14,7 +14,7 @@ from typing import Protocol
 from alignprobe.audit.policy import AuditPolicy
 from alignprobe.audit.rows import RowFacts
 from alignprobe.audit.sample import AuditSample
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, Subject
 
 MAX_EXAMPLES = 20  # samples named per finding; the counts cover all of them
 
@@ -39,6 +39,14 @@ def slice_key(source: str, stream: str, label: str) -> str:
     import os
 
     return f"{os.path.basename(os.path.normpath(source))}:{stream}:{label}"
+
+
+def slices_subject(keys) -> Subject:
+    """What a finding about these slices (``slice_key``s) is about: the slices, and their stream where
+    they all belong to one."""
+    keys = tuple(keys)
+    streams = {key.split(":")[-2] for key in keys}
+    return Subject(streams.pop() if len(streams) == 1 else "", keys)
 
 
 class Check(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from alignprobe.audit.checks.base import Scanned, add_example, merge_examples
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 
 class DatasetTokens:
@@ -36,11 +36,11 @@ class DatasetTokens:
     def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]:
         if not merged["samples"]:
             return []
-        return [Finding(
-            "tokens_differ_from_dataset", "warn",
+        return [make(
+            "tokens_differ_from_dataset",
             f"{merged['samples']} states file(s) hold token ids other than their prepare-data row's input_ids "
             f"({merged['padded']} of them the row's ids plus padding): speculators' trainer skips them",
             dict(merged),
             "re-extract these rows from the dataset they are paired with (never re-run prepare-data after "
-            "extraction: it shuffles), and write each sample's rows without padding",
+            "extraction: it shuffles), and write each sample's rows without padding", policy=policy,
         )]

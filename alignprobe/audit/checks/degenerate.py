@@ -3,9 +3,9 @@ vLLM PR #46301: a hybrid model's states all zero, and training still "converged"
 
 from __future__ import annotations
 
-from alignprobe.audit.checks.base import Scanned, add_counts, add_example, merge_examples
+from alignprobe.audit.checks.base import Scanned, add_counts, add_example, merge_examples, slices_subject
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 
 class Degenerate:
@@ -35,13 +35,14 @@ class Degenerate:
             return []
         worst = max(v["fraction"] for v in bad.values())
         all_zero = sorted(k for k, v in bad.items() if v["zero_rows"] == v["rows"])
-        severity = "error" if worst > policy.degenerate_fail_fraction else "warn"
         title = (f"slice(s) {', '.join(all_zero)} are all zero in every sample" if all_zero else
                  f"all-zero or constant rows in {len(bad)} slice(s) (up to {worst:.1%} of rows)")
-        return [Finding(
-            "degenerate", severity, title,
+        return [make(
+            "degenerate", title,
             {"slices": bad, "worst_fraction": worst, "all_zero_slices": all_zero, "examples": merged["examples"]},
             "these rows are not hidden states: find why the extractor wrote nothing for them (a hybrid or "
             "unsupported layer, a capture that did not run) and re-extract; padding belongs in the padding, "
             "not in real token rows",
+            policy=policy, subject=slices_subject(bad),
+            severity="error" if worst > policy.degenerate_fail_fraction else None,
         )]

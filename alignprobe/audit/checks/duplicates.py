@@ -7,7 +7,7 @@ import hashlib
 
 from alignprobe.audit.checks.base import MAX_EXAMPLES, Scanned
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 
 class Duplicates:
@@ -30,13 +30,13 @@ class Duplicates:
             return []
         extra = sum(g[0] - 1 for g in groups)
         groups.sort(key=lambda g: (-g[0], g[1]))
-        return [Finding(
-            "duplicate_samples", "warn",
+        return [make(
+            "duplicate_samples",
             f"{extra} sample(s) repeat the token ids of another ({len(groups)} group(s))",
             {"groups": len(groups), "extra_samples": extra,
              "examples": [{"count": g[0], "samples": g[1:]} for g in groups[:MAX_EXAMPLES]]},
             "de-duplicate the prompts before extraction (or drop the repeats): repeats weigh those "
-            "prompts twice and leak between training and evaluation splits",
+            "prompts twice and leak between training and evaluation splits", policy=policy,
         )]
 
 

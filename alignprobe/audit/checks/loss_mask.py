@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from alignprobe.audit.checks.base import Scanned, add_example, merge_examples
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 
 class LossMask:
@@ -42,19 +42,19 @@ class LossMask:
         out = []
         if merged["samples"]:
             coverage = merged["masked"] / max(merged["tokens"], 1)
-            out.append(Finding(
-                "loss_mask_coverage", "info",
+            out.append(make(
+                "loss_mask_coverage",
                 f"the loss mask covers {coverage:.1%} of {merged['tokens']} tokens in {merged['samples']} samples",
                 {"coverage": coverage, **{k: merged[k] for k in ("samples", "tokens", "masked", "without_mask")}},
-                "",
+                "", policy=policy,
             ))
         if merged["unmasked_samples"]:
-            out.append(Finding(
-                "empty_loss_mask", "warn",
+            out.append(make(
+                "empty_loss_mask",
                 f"{merged['unmasked_samples']} sample(s) have no token in the loss mask: they train nothing",
                 {"samples": merged["unmasked_samples"], "examples": merged["examples"]},
                 "the masking code did not find the assistant turn: check the chat template the data was "
-                "built with against the one the masking expects",
+                "built with against the one the masking expects", policy=policy,
             ))
         return out
 

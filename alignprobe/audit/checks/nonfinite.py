@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from alignprobe.audit.checks.base import Scanned, add_counts, add_example, merge_examples
+from alignprobe.audit.checks.base import Scanned, add_counts, add_example, merge_examples, slices_subject
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 
 class NonFinite:
@@ -37,10 +37,10 @@ class NonFinite:
             return []
         slices = {k: {"nan_rows": v[0], "inf_rows": v[1]} for k, v in sorted(merged["slices"].items())}
         rows = sum(v[0] + v[1] for v in merged["slices"].values())
-        return [Finding(
-            "nonfinite", "error",
+        return [make(
+            "nonfinite",
             f"{rows} NaN/Inf rows in {merged['samples']} sample(s), in {len(slices)} slice(s)",
             {"samples": merged["samples"], "slices": slices, "examples": merged["examples"]},
             "a drafter trained on these rows learns from garbage: drop the samples, or re-extract them "
-            "(fp16 overflow: extract in bf16; one bad batch: rerun it)",
+            "(fp16 overflow: extract in bf16; one bad batch: rerun it)", policy=policy, subject=slices_subject(slices),
         )]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from alignprobe.audit.checks.base import Scanned, add_example, merge_examples
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 
 class PaddingStates:
@@ -40,10 +40,10 @@ class PaddingStates:
     def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]:
         if not merged["samples"]:
             return []
-        return [Finding(
-            "padding_states", "warn",
+        return [make(
+            "padding_states",
             f"{merged['rows']} padding row(s) in {merged['samples']} sample(s) carry hidden states",
             {k: merged[k] for k in ("samples", "rows", "padded_samples", "padding_rows", "examples")},
             "make sure the trainer masks these rows (loss_mask 0 and, for the drafter's inputs, the "
-            "attention mask) or strip the padding when the states are written (alignprobe import drops it)",
+            "attention mask) or strip the padding when the states are written (alignprobe import drops it)", policy=policy,
         )]

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from alignprobe.audit.checks.base import Scanned, add_counts, add_example, merge_examples
+from alignprobe.audit.checks.base import Scanned, add_counts, add_example, merge_examples, slices_subject
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
+
+
+PAIRED = " = "  # a pair of slices, as the evidence names it: "<slice> = <its neighbour>"
 
 
 class RepeatedTaps:
@@ -30,7 +33,7 @@ class RepeatedTaps:
                     continue
                 rows = torch.from_numpy(same)
                 if torch.equal(states[:real][rows, j], states[:real][rows, j + 1]):
-                    pair = f"{keys[j]} = {keys[j + 1]}"
+                    pair = keys[j] + PAIRED + keys[j + 1]
                     add_counts(partial["pairs"], {pair: 1})
                     add_example(partial["examples"], {"sample": scanned.sample.name, "slices": pair})
 
@@ -42,11 +45,12 @@ class RepeatedTaps:
         if not merged["pairs"]:
             return []
         pairs = dict(sorted(merged["pairs"].items()))
-        return [Finding(
-            "repeated_tap", "error",
+        return [make(
+            "repeated_tap",
             f"a slot equals its neighbour exactly: {', '.join(f'{p} ({n} samples)' for p, n in pairs.items())}",
             {"pairs": pairs, "examples": merged["examples"]},
             "two layer ids landed on one layer (duplicated or clamped ids, an engine that de-duplicates "
             "differently): check the extraction run's layer ids; the drafter's fc was trained on a "
-            "repeated state",
+            "repeated state", policy=policy,
+            subject=slices_subject(dict.fromkeys(key for pair in pairs for key in pair.split(PAIRED))),
         )]

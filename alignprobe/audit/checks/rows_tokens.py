@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from alignprobe.audit.checks.base import Scanned, add_example, merge_examples
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 
 class RowsTokens:
@@ -33,18 +33,18 @@ class RowsTokens:
     def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]:
         out = []
         if merged["empty"]:
-            out.append(Finding(
-                "empty_sample", "warn", f"{merged['empty']} sample(s) hold no tokens at all",
+            out.append(make(
+                "empty_sample", f"{merged['empty']} sample(s) hold no tokens at all",
                 {"samples": merged["empty"], "examples": merged["empty_examples"]},
                 "drop them, or find why the extraction wrote an empty file (a prompt that tokenized to nothing, "
-                "a request that failed)",
+                "a request that failed)", policy=policy,
             ))
         if not merged["samples"]:
             return out
-        return out + [Finding(
-            "rows_tokens_mismatch", "error",
+        return out + [make(
+            "rows_tokens_mismatch",
             f"{merged['samples']} sample(s) hold a different number of state rows than token ids",
             {"samples": merged["samples"], "examples": merged["examples"]},
             "each token needs exactly one state row: re-extract these samples (a truncated write, states "
-            "of the prompt only, or rows that belong to another sample)",
+            "of the prompt only, or rows that belong to another sample)", policy=policy,
         )]

@@ -11,7 +11,7 @@ from alignprobe.audit.checks.base import Scanned, add_example, merge_examples
 from alignprobe.audit.policy import AuditPolicy
 from alignprobe.compare.diagnoses.engine_fix import engine_of
 from alignprobe.compare.diagnoses.short_rows import cause_and_fix
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 
 class ShortRows:
@@ -44,11 +44,11 @@ class ShortRows:
             return []
         engines = {engine_of({"engine": e}) for e in merged["engines"]}
         cause, fix = cause_and_fix(engines.pop() if len(engines) == 1 else "", [])
-        return [Finding(
-            "short_rows", "warn",
+        return [make(
+            "short_rows",
             f"{merged['samples']} sample(s) were captured with fewer rows than tokens; only the rows returned "
             f"were audited, {merged['rows_not_returned']} rows were not seen",
             {"samples": merged["samples"], "rows_not_returned": merged["rows_not_returned"],
              "examples": merged["examples"], "likely_cause": cause},
-            fix,
+            fix, policy=policy,
         )]

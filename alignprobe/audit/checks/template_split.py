@@ -22,7 +22,7 @@ import numpy as np
 
 from alignprobe.audit.checks.base import Scanned
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 MIN_SAMPLES = 8  # on each side: unrelated tokens seen in only a few samples share those by chance
 MAX_GROUPS = 5
@@ -88,8 +88,8 @@ class TemplateSplit:
             holding = count <= total - count  # the smaller side: the samples that hold the marker
             # All the marker's tokens sit in the same samples, so any one token's list names them.
             named = list(merged["with" if holding else "without"].get(str(tokens[0]), []))
-            out.append(Finding(
-                "template_split", "warn",
+            out.append(make(
+                "template_split",
                 f"token ids {tokens[:8]}{' ...' if len(tokens) > 8 else ''} always come together, in {count} of "
                 f"{total} samples ({share:.0%}): a template marker in only part of the set; "
                 f"{min(count, total - count)} samples {'hold' if holding else 'lack'} it, e.g. {', '.join(named[:3])}",
@@ -98,7 +98,7 @@ class TemplateSplit:
                  "examples": [{"sample": name, "marker": "present" if holding else "absent"} for name in named]},
                 "build every sample with one chat template and one thinking setting (an empty think block in "
                 "some samples only, a second template): the drafter is served one of them; the named samples "
-                "are the smaller side",
+                "are the smaller side", policy=policy,
             ))
         return out
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alignprobe.audit.checks.base import add_example, merge_examples
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 
 
 class Unreadable:
@@ -29,7 +29,7 @@ class Unreadable:
     def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]:
         if not merged["files"]:
             return []
-        return [Finding(
-            "unreadable_file", "error", f"{merged['files']} file(s) could not be read",
-            dict(merged), "re-extract or remove the named files (the audit read every other file)",
+        return [make(
+            "unreadable_file", f"{merged['files']} file(s) could not be read",
+            dict(merged), "re-extract or remove the named files (the audit read every other file)", policy=policy,
         )]
