@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from alignprobe.cli.main import cli
 from alignprobe.compare import compare
-from alignprobe.compare.diagnoses import DEFAULT_SEVERITY
+from alignprobe.findings import codes_of
 from alignprobe.compare.diff import EXIT_IMPROVEMENT, EXIT_NO_CHANGE, EXIT_REGRESSION, diff_results
 from alignprobe.report.github import annotation
 from alignprobe.report.junit import render_junit
@@ -59,7 +59,7 @@ def test_junit_one_case_per_finding_class_failures_carry_title_and_fix(dumps, tm
     root = ET.parse(path).getroot()
     suite = root.find("testsuite")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
-    assert set(cases) == set(DEFAULT_SEVERITY)  # every class checked, passed or not
+    assert set(cases) == set(codes_of("compare"))  # every class checked, passed or not
     result = json.loads((tmp_path / "r.json").read_text())
     errors = {f["code"]: f for f in result["findings"] if f["severity"] == "error"}
     failed = {name for name, c in cases.items() if c.find("failure") is not None}
@@ -161,8 +161,9 @@ def test_github_step_summary_and_annotations(dumps, tmp_path):
 
 def test_annotation_escapes_newlines_and_colons():
     from alignprobe.compare.result import Finding
+    from alignprobe.findings import Subject
 
-    line = annotation(Finding("layer_offset", "error", "a: b, c\nd", {}, "50% lower", "x:y"))
+    line = annotation(Finding("layer_offset", "error", "a: b, c\nd", {}, "50% lower", Subject("x:y")))
     assert line == "::error title=alignprobe layer_offset [x%3Ay]::a: b, c%0Ad%0AFix: 50%25 lower"
 
 

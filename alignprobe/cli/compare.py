@@ -11,7 +11,8 @@ from alignprobe.cli.json_output import forget_json_path, json_option
 from alignprobe.cli.options import NUM_LAYERS
 from alignprobe.cli.terminal import RowsBar, use_colour
 from alignprobe.compare import compare as run_compare
-from alignprobe.compare.policy import Policy, parse_override
+from alignprobe.compare.policy import Policy
+from alignprobe.findings.tolerances import parse_override
 from alignprobe.compare.summary import format_summary, format_verdict_line
 from alignprobe.errors import BadInput
 from alignprobe.safe_paths import input_dir, input_path, output_file, refuse_overlap

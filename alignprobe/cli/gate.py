@@ -42,7 +42,7 @@ def gate(config_path, model, prompts, dtype, device, sglang_url, vllm_dir, vllm_
     """The pre-training gate: capture hf on the model folder, capture the serving engine, compare, report.
 
     Exit 0 pass (or warn, unless --strict), 1 fail, 2 bad input."""
-    from alignprobe.compare.policy import parse_override
+    from alignprobe.findings.tolerances import parse_override
     from alignprobe.gate import GateConfig, load_config, run_gate
 
     config = load_config(config_path) if config_path else GateConfig()

@@ -20,9 +20,10 @@ Field names are stable (the reporter renders them, ``--json`` writes them); add 
     ``bool(result)`` is True unless the verdict is FAIL (a WARN passes, as exit code 0 does);
     ``result.passed(strict=True)`` is True only for PASS.
 
-``Finding``: code (docs/findings.md), severity "info" | "warn" | "error", title (one line),
-    evidence (JSON-able dict of measured numbers), fix (what to change), stream (serve stream name,
-    "" when it concerns the whole comparison).
+``Finding``: alignprobe.findings.Finding, written by findings.render.to_dict: code (docs/findings.md),
+    severity "info" | "warn" | "error", title (one line), evidence (JSON-able dict of measured numbers),
+    fix (what to change), stream (serve stream name, "" when it concerns the whole comparison), slices,
+    notes (what other classes add, as data; title and fix include their text), own (the owner's text).
 
 ``SliceMetrics``: one serve slice against the train slice it should equal (the expected mapping).
     label ("HF[30]"), train_stream/train_slice/train_hf_index, serve_stream/serve_slice/serve_hf_index
@@ -66,23 +67,8 @@ import json
 import math
 from typing import Any, Callable
 
-SEVERITIES = ("info", "warn", "error")
-VERDICTS = ("PASS", "WARN", "FAIL")
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
-
-
-@dataclasses.dataclass
-class Finding:
-    code: str
-    severity: str
-    title: str
-    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
-    fix: str = ""
-    stream: str = ""
-
-    def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"severity {self.severity!r} is not one of {SEVERITIES}")
+from alignprobe.findings import Finding, render
+from alignprobe.findings.severity import SEVERITY_RANK, VERDICTS  # read from here by report, audit, accept
 
 
 @dataclasses.dataclass
@@ -301,7 +287,8 @@ class CompareResult:
         return next((f for f in self.findings if f.code == code), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(dataclasses.asdict(self))
+        findings = [render.to_dict(f) for f in self.findings]
+        return _jsonable({**dataclasses.asdict(dataclasses.replace(self, findings=[])), "findings": findings})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
@@ -369,7 +356,6 @@ def _jsonable(value: Any) -> Any:
 
 
 _NESTED = {
-    (CompareResult, "findings"): Finding,
     (CompareResult, "streams"): StreamComparison,
     (CompareResult, "mappings"): MappingSearch,
     (CompareResult, "tokens"): TokenCheck,
@@ -395,7 +381,9 @@ def _build(cls, raw: dict[str, Any]):
             continue
         value = raw[field.name]
         nested = _NESTED.get((cls, field.name))
-        if nested is not None:
+        if (cls, field.name) == (CompareResult, "findings"):
+            value = [render.from_dict(f) for f in value]
+        elif nested is not None:
             if value is not None:
                 value = [_build(nested, v) for v in value] if isinstance(value, list) else _build(nested, value)
         elif field.type == "float" or (field.type == "float | None" and value is not None):

@@ -31,9 +31,9 @@ class Outputs:
 
 def checked_codes() -> list[str]:
     """Every finding class a comparison checks: the JUnit file lists each as a test case."""
-    from alignprobe.compare.diagnoses import DEFAULT_SEVERITY
+    from alignprobe.findings import codes_of
 
-    return list(DEFAULT_SEVERITY)
+    return codes_of("compare")
 
 
 def write_outputs(
