@@ -25,33 +25,10 @@ MODULES = ("identity", "duplicate_tap", "index_offset", "row_shift", "end_aligne
            "rotation", "drift", "nothing_fits")
 
 
-class _Legacy(Explanation):
-    """An explanation whose module does not yet say how it is named and tried (_loaded gives it)."""
-
-    def __init__(self, wrapped, **traits):
-        self.wrapped, self.name, self.complexity = wrapped, wrapped.name, wrapped.complexity
-        self.__dict__.update(traits)
-
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        return self.wrapped.fit(rows, j)
-
-
 def _loaded(module: str) -> Explanation:
-    loaded = importlib.import_module(f"{__name__}.{module}")
-    found = getattr(loaded, "EXPLANATION", None)
-    if found is None:
-        from alignprobe.compare.explain.end_aligned import EndAlignedRows  # not yet in the new form
-
-        return _Legacy(EndAlignedRows(), code="row_shift", tried_where_identity_fits=False,
-                       narrower_than=("displaced_rows",), fix=END_ALIGNED_FIX)
-    return found
+    return importlib.import_module(f"{__name__}.{module}").EXPLANATION
 
 
-END_ALIGNED_FIX = ("The serve rows are the sample's LAST states given its first tokens' ids (serve row i "
-                   "is train row i+d, d the train sample's length minus the serve one's): an engine with chunked "
-                   "prefill that returns only the last chunk (SGLang: --chunked-prefill-size -1), and a capture "
-                   "that truncates the token ids to the rows it got. The capture should place the rows it got at "
-                   "their positions and mark the sample short.")
 EXPLANATIONS: tuple[Explanation, ...] = tuple(_loaded(m) for m in MODULES)
 BY_NAME = {e.name: e for e in EXPLANATIONS}
 
