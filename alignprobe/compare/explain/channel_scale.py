@@ -63,7 +63,9 @@ class ChannelScale(Explanation):
 
     def names(self, group: list, naming: Naming) -> Named:
         if all(e.winner.params.get("hf_index") == naming.num_layers for e in group):
-            return Named("final_norm_mismatch", FINAL_NORM_FIX)
+            # an EAGLE-3 drafter reads the aux concat, never this state
+            severity = "info" if naming.drafter_reads_aux and naming.role == "final" else None
+            return Named("final_norm_mismatch", FINAL_NORM_FIX, severity=severity)
         return Named(self.code, self.fix)
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
