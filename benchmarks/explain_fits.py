@@ -33,7 +33,7 @@ import cProfile, io, json, pstats, sys, time
 from alignprobe.compare.explaining import ExplainSamples
 from alignprobe.compare.pairing import pair_samples
 from alignprobe.compare.plan import pass_streams, plan_streams, train_geometry
-from alignprobe.compare.policy import resolve_policy
+from alignprobe.compare.policy import Policy
 from alignprobe.dump import open_dump
 
 import numpy as np
@@ -52,7 +52,7 @@ for e in explain.EXPLANATIONS:
 # numpy 2.4 sets np.unique and np.quantile up on their first call (~20 ms each, once a process);
 # compare pays that before its fits too (pairing, sampling), so it is not the fits' cost
 np.unique(np.arange(3)), np.quantile(np.arange(3.0), 0.5)
-policy = resolve_policy(None)
+policy = Policy()
 with open_dump(train) as tr, open_dump(serve) as sv:
     _, num_layers = train_geometry(tr)
     _, segments = pair_samples(tr, sv)

@@ -8,6 +8,7 @@ from alignprobe.compare import compare
 from alignprobe.compare.mapping import sample_rows, train_candidates
 from alignprobe.compare.pairing import Segment
 from alignprobe.dump import StreamClaim, open_dump
+from alignprobe.findings import render
 from compare_helpers import AUX, H, N, aux_claim, make_samples, write_dump, write_serve, write_train
 
 
@@ -150,7 +151,8 @@ def test_a_partial_train_dump_says_the_mapping_is_not_definite(tmp_path, samples
                        lambda hf, pre, sid: {"aux": hf[:, list(AUX)].reshape(len(hf), -1), "final": hf[:, N]})
     r = compare(train, write_serve(tmp_path / "s.h5", samples, taps=(3, 4, 5)))
     f = next(f for f in r.findings if f.severity == "error")
-    assert f.code in ("layer_offset", "wrong_taps") and "holds only HF[2, 3, 4, 6]" in f.fix
+    assert f.code in ("layer_offset", "wrong_taps") and "holds only HF[2, 3, 4, 6]" in render.fix(f)
+    assert f.has_note("train_holds_only") and f.notes[-1].params["held"] == [2, 3, 4, 6]
 
 
 def test_wide_serve_streams_sample_fewer_rows_and_say_so(tmp_path, samples, train, monkeypatch):

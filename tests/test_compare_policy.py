@@ -5,7 +5,7 @@ import json
 import pytest
 
 from alignprobe.compare import Policy, compare
-from alignprobe.compare.policy import parse_override, resolve_policy
+from alignprobe.findings.tolerances import parse_override
 from alignprobe.errors import BadInput
 from compare_helpers import AUX, aux_claim, make_samples, write_dump, write_train
 
@@ -18,8 +18,8 @@ def test_files_and_overrides_layer_over_the_defaults(tmp_path):
     assert p.drift_warn_rel_rms == Policy().drift_warn_rel_rms
     q = Policy.from_file(tmp_path / "p.toml", base=p)
     assert q.drift_warn_rel_rms == 0.02 and q.severity == {"token_shift": "error", "degenerate": "info"}
-    assert resolve_policy(str(tmp_path / "p.toml")).drift_warn_rel_rms == 0.02
-    assert resolve_policy({"scale_tolerance": 0.5}).scale_tolerance == 0.5
+    assert Policy.resolve(str(tmp_path / "p.toml")).drift_warn_rel_rms == 0.02
+    assert Policy.resolve({"scale_tolerance": 0.5}).scale_tolerance == 0.5
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,8 @@ by a confident wrong one."""
 
 import pytest
 
+from alignprobe.findings import render
+
 from diagnosis_helpers import STATE_CAUSES, above_info, winners
 from holdout3_cases import holdout3_result
 
@@ -55,7 +57,8 @@ def test_tokens_on_one_side_are_named_at_the_token_level(arch):
     assert "token_shift" in r.codes() and not STATE_CAUSES & set(r.codes()), (r.codes(), winners(r))
     for f in r.findings:  # the states of other contexts: the drift / unexplained findings point at the tokens
         if f.code in ("numeric_drift", "unexplained"):
-            assert "token_shift" in f.title and f.fix.startswith("Send the same token ids"), f.title
+            assert f.has_note("token_shift_first") and "token_shift" in render.title(f), render.title(f)
+            assert render.fix(f).startswith("Send the same token ids"), render.fix(f)
     r = holdout3_result(arch, "no_template", "template_train")
     assert {"token_mismatch", "no_aligned_tokens"} <= set(r.codes()) and not STATE_CAUSES & set(r.codes()), r.codes()
 

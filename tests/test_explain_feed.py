@@ -14,7 +14,7 @@ from alignprobe.compare.explaining import ExplainSamples
 from alignprobe.compare.kernels import kernels_for
 from alignprobe.compare.pairing import pair_samples
 from alignprobe.compare.plan import pass_streams, plan_streams, train_geometry
-from alignprobe.compare.policy import resolve_policy
+from alignprobe.compare.policy import Policy
 from alignprobe.dump import StreamClaim, open_dump
 from compare_helpers import AUX, H, N, make_samples, write_dump
 
@@ -64,7 +64,7 @@ def _fed_by_the_pass(tr, sv):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_rows_from_the_pass_equal_rows_read(tmp_path, dtype, whole_file_reads):
     train, serve = _pair(tmp_path, dtype)
-    policy = resolve_policy(None)
+    policy = Policy()
     with open_dump(train) as tr, open_dump(serve) as sv:
         fed = _fed_by_the_pass(tr, sv)
         read, _, _, _ = _samples(tr, sv, fed=False)
@@ -86,12 +86,12 @@ def test_a_pass_that_stops_early_never_leaves_them_waiting(tmp_path, whole_file_
     with open_dump(train) as tr, open_dump(serve) as sv:
         samples, *_ = _samples(tr, sv, fed=True)
         samples.pass_over(False)  # nothing was handed over: the compare is failing
-        assert samples.explain(resolve_policy(None)) == {}
+        assert samples.explain(Policy()) == {}
 
 
 def test_rows_a_finished_pass_did_not_hand_over_are_read(tmp_path, whole_file_reads):
     train, serve = _pair(tmp_path, "bfloat16")
-    policy = resolve_policy(None)
+    policy = Policy()
     with open_dump(train) as tr, open_dump(serve) as sv:
         missed, *_ = _samples(tr, sv, fed=True)
         missed.pass_over(True)
@@ -106,7 +106,7 @@ def test_no_paired_rows_explain_nothing(tmp_path):
         hidden, layers = train_geometry(tr)
         plans = plan_streams(tr, sv, hidden, [])
         samples = ExplainSamples(tr, sv, plans, [], layers, pass_streams(plans))
-        assert samples.explain(resolve_policy(None)) == {}
+        assert samples.explain(Policy()) == {}
 
 
 
@@ -115,7 +115,7 @@ def test_from_dumps_the_fits_wait_for_no_row_of_the_pass(tmp_path):
     # a short pass: from dumps every row is read as the pass starts (its chunks are then in the page
     # cache when the pass reads them)
     train, serve = _pair(tmp_path, "bfloat16")
-    policy = resolve_policy(None)
+    policy = Policy()
     with open_dump(train) as tr, open_dump(serve) as sv:
         samples, plans, segments, hidden = _samples(tr, sv, fed=True)
         assert not samples.fed_serve and not samples.fed_keys and samples._fed.is_set()

@@ -50,7 +50,9 @@ def test_last_rows_only_the_shorter_samples_reach_none_of_them():
 
 
 def test_one_cause_found_two_ways_on_one_stream_is_one_finding():
-    from alignprobe.compare.diagnoses.explained import DISPLACED_FIX, explanation_findings
+    from alignprobe.compare.diagnoses.explained import explanation_findings
+    from alignprobe.compare.explain.displaced_rows import DISPLACED_FIX
+    from alignprobe.findings import render
     from alignprobe.compare.policy import Policy
     from alignprobe.compare.result import ExplanationFit, SliceExplanation
 
@@ -63,7 +65,7 @@ def test_one_cause_found_two_ways_on_one_stream_is_one_finding():
     found = explanation_findings("hidden_states", "drafter_input", explained, [2, 4, 5], 8, Policy(), {}, {}, True)
     assert [f.code for f in found] == ["foreign_rows"]
     assert [e["serve_slice"] for e in found[0].evidence["explained"]] == [0, 1, 2]
-    assert found[0].fix.endswith(DISPLACED_FIX)
+    assert render.fix(found[0]).endswith(DISPLACED_FIX)
 
 
 def test_a_slice_written_twice_is_a_repeated_id_even_where_neighbouring_layers_agree():

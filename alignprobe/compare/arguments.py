@@ -33,7 +33,7 @@ def checked_source(value: Any, side: str) -> Any:
 
 
 def checked_policy(value: Any) -> Any:
-    """What resolve_policy takes: a Policy, a mapping of overrides, a file path, or None."""
+    """What Policy.resolve takes: a Policy, a mapping of overrides, a file path, or None."""
     from collections.abc import Mapping
 
     from alignprobe.compare.policy import Policy

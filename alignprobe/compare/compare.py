@@ -20,15 +20,14 @@ import h5py
 from alignprobe.compare import feeding, streaming
 from alignprobe.compare.arguments import checked_count, checked_device, checked_policy, checked_source
 from alignprobe.compare.diagnose import diagnose
-from alignprobe.compare.diagnoses.tokens import token_findings
 from alignprobe.compare.explaining import ExplainSamples
 from alignprobe.compare.kernels import Kernels, kernels_for
 from alignprobe.compare.mapping import sample_rows
 from alignprobe.compare.nonfinite_where import NonfiniteWhere
 from alignprobe.compare.pairing import pair_samples
 from alignprobe.compare.plan import pass_streams, plan_streams, train_geometry
-from alignprobe.compare.policy import Policy, resolve_policy
-from alignprobe.compare.result import CompareResult, Finding
+from alignprobe.compare.policy import Policy
+from alignprobe.compare.result import CompareResult
 from alignprobe.compare.sampling import describe
 from alignprobe.dump import Dump, open_dump
 from alignprobe.errors import BadInput
@@ -77,7 +76,7 @@ def compare(
     mapping_tokens = checked_count(mapping_tokens, "mapping_tokens", allow_none=False)
     block_bytes = checked_count(block_bytes, "block_bytes")
     started = time.perf_counter()
-    policy = resolve_policy(checked_policy(policy))
+    policy = Policy.resolve(checked_policy(policy))
     kernels = kernels_for(checked_device(device))
     block_bytes = block_bytes or kernels.block_bytes
     with contextlib.closing(kernels), _opened_pair(train, serve, train_import, serve_import) as (tr, sv):
@@ -87,7 +86,6 @@ def compare(
         tokens, segments = pair_samples(
             tr, sv, sample=sample, max_tokens=max_tokens, tokenizer=given, load_tokenizer=load
         )
-        findings: list[Finding] = token_findings(tokens, policy)
         plans = plan_streams(tr, sv, hidden_size, notes)
         if not plans:
             raise BadInput(
@@ -118,7 +116,7 @@ def compare(
             finally:
                 samples.pass_over(finished)
             explained = explaining.result()  # NaN rows: located by the pass, over every row
-        diagnosis = diagnose(tr, sv, plans, found, comparisons, segments, findings, policy, hidden_size, num_layers,
+        diagnosis = diagnose(tr, sv, plans, found, comparisons, tokens, policy, hidden_size, num_layers,
                              sampled_run, tokens.compared_samples, notes, explained, nonfinite)
         multiplier = diagnosis.multiplier
         return CompareResult(

@@ -20,10 +20,10 @@ Field names are stable (the reporter renders them, ``--json`` writes them); add 
     ``bool(result)`` is True unless the verdict is FAIL (a WARN passes, as exit code 0 does);
     ``result.passed(strict=True)`` is True only for PASS.
 
-``Finding``: code (docs/findings.md), severity "info" | "warn" | "error", title (one line),
-    evidence (JSON-able dict of measured numbers), fix (what to change), stream (serve stream name,
-    "" when it concerns the whole comparison). result.json holds it as alignprobe/findings/render.py
-    writes it: title and fix rendered, with slices and notes beside them.
+``Finding``: alignprobe.findings.Finding, written by findings.render.to_dict: code (docs/findings.md),
+    severity "info" | "warn" | "error", title (one line), evidence (JSON-able dict of measured numbers),
+    fix (what to change), stream (serve stream name, "" when it concerns the whole comparison), slices,
+    notes (what other classes add, as data; title and fix include their text), own (the owner's text).
 
 ``SliceMetrics``: one serve slice against the train slice it should equal (the expected mapping).
     label ("HF[30]"), train_stream/train_slice/train_hf_index, serve_stream/serve_slice/serve_hf_index
@@ -66,25 +66,10 @@ import dataclasses
 import json
 from typing import Any, Callable
 
-from alignprobe.findings import Finding as FrozenFinding
-from alignprobe.findings import render
+from alignprobe.findings import Finding, render
 from alignprobe.findings.exit_status import passed
 from alignprobe.findings.jsonable import jsonable
-from alignprobe.findings.severity import SEVERITIES, SEVERITY_RANK, VERDICTS
-
-
-@dataclasses.dataclass
-class Finding:
-    code: str
-    severity: str
-    title: str
-    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
-    fix: str = ""
-    stream: str = ""
-
-    def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"severity {self.severity!r} is not one of {SEVERITIES}")
+from alignprobe.findings.severity import SEVERITY_RANK, VERDICTS  # read from here by report, audit, accept
 
 
 @dataclasses.dataclass
@@ -353,18 +338,7 @@ def _view(name: str) -> Callable[..., Any]:
 
 # -- (de)serialisation ---------------------------------------------------------------------------
 
-def _finding(raw: dict[str, Any]) -> Finding:
-    """A finding as result.json holds it, in every form it has held (render.from_dict reads them all)."""
-    finding = render.from_dict(raw)
-    if Finding is FrozenFinding:
-        return finding
-    # this module's own Finding record, while compare's failure classes still make it
-    return Finding(finding.code, finding.severity, render.title(finding), dict(finding.evidence), render.fix(finding),
-                   finding.stream)
-
-
 _NESTED = {
-    (CompareResult, "findings"): _finding,
     (CompareResult, "streams"): StreamComparison,
     (CompareResult, "mappings"): MappingSearch,
     (CompareResult, "tokens"): TokenCheck,
@@ -391,7 +365,9 @@ def _build(cls, raw: dict[str, Any]):
             continue
         value = raw[field.name]
         nested = _NESTED.get((cls, field.name))
-        if nested is not None:
+        if (cls, field.name) == (CompareResult, "findings"):
+            value = [render.from_dict(f) for f in value]
+        elif nested is not None:
             if value is not None:
                 make = (lambda v, record=nested: _build(record, v)) if isinstance(nested, type) else nested
                 value = [make(v) for v in value] if isinstance(value, list) else make(value)

@@ -15,25 +15,44 @@ from alignprobe.errors import BadInput
 
 # How result.json writes non-finite floats (result._jsonable).
 _FLOAT_WORDS = ("inf", "-inf", "nan")
+_SAME_IN_JSON = {"Severity": "str"}  # a Literal of strings
 
 
 def check_result_types(cls, raw: Any, where: str) -> None:
     """One BadInput line for the first field of ``raw`` whose type does not match ``cls``'s."""
     from alignprobe.compare import result as module
+    from alignprobe.findings import Note
 
-    _check_record(cls, raw, "result", where, vars(module))
+    _check_record(cls, raw, "result", where, {**vars(module), "Note": Note})
+
+
+def _fields(cls) -> dict[str, str]:
+    """Each field's type as its JSON form holds it: a finding's subject is written as stream and slices
+    (findings/render.py to_dict)."""
+    from alignprobe.findings import Finding
+
+    types = {f.name: f.type for f in dataclasses.fields(cls)}
+    if cls is Finding:
+        del types["subject"]
+        types.update(stream="str", slices="list[str]")
+    return types
 
 
 def _check_record(cls, raw: Any, path: str, where: str, names: dict) -> None:
     if not isinstance(raw, dict):
         _refuse(where, path, "a JSON object", raw)
-    for field in dataclasses.fields(cls):
-        if field.name in raw:
-            _check_value(field.type, raw[field.name], f"{path}.{field.name}", where, names)
+    for name, kind in _fields(cls).items():
+        if name in raw:
+            _check_value(kind, raw[name], f"{path}.{name}", where, names)
 
 
 def _check_value(kind: str, value: Any, path: str, where: str, names: dict) -> None:
     kind = kind.strip()
+    kind = _SAME_IN_JSON.get(kind, kind)
+    if kind.startswith("Mapping["):
+        kind = "dict[" + kind[len("Mapping["):]
+    if kind.startswith("tuple[") and kind.endswith(", ...]"):
+        kind = "list[" + kind[len("tuple["):-len(", ...]")] + "]"
     if kind.endswith("| None"):
         if value is not None:
             _check_value(kind[: -len("| None")], value, path, where, names)

@@ -1,72 +1,30 @@
-"""Named findings: each code's default severity, and the helper every diagnosis builds them with.
+"""compare's failure classes, one module each, that make its findings (alignprobe.findings.make):
 
-Codes are stable and documented in docs/findings.md (meaning, evidence, fix). A policy can change a
-code's severity; findings on ``layers`` streams (investigation stacks, not what the drafter reads)
-are capped at warn.
+- tokens.py      sample_mismatch, token_shift, token_mismatch, token_padding, no_aligned_tokens; and
+                 what a token-level cause tells the drift findings (RULES: notes resolved once)
+- short_rows.py  short_rows
+- inputs.py      same_dump, dumps_swapped, dtype_mismatch
+- layout.py      width_mismatch, layer_offset, wrong_taps, final_norm_mismatch, claim_mismatch,
+                 mapping_ambiguous: what the mapping search measured
+- explained.py   what the explanations (compare/explain/<name>.py: each names its own code and fix)
+                 name on a stream, and which of its measured findings they replace (REPLACED)
+- numeric.py     scale_mismatch, numeric_drift, position_drift, degenerate
+- nonfinite.py   nonfinite
+
+Codes, default severities and docs are in alignprobe/findings/codes.py. A policy can change a
+code's severity; findings on a stream the drafter does not read are capped at warn (:func:`cap_of`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from alignprobe.compare.policy import Policy
-from alignprobe.compare.result import SEVERITY_RANK, Finding
-
-DEFAULT_SEVERITY = {
-    "sample_mismatch": "warn",
-    "no_aligned_tokens": "error",
-    "token_mismatch": "warn",
-    "token_shift": "warn",
-    "token_padding": "info",
-    "width_mismatch": "error",
-    "layer_offset": "error",
-    "wrong_taps": "error",
-    "final_norm_mismatch": "error",
-    "scale_mismatch": "error",
-    "numeric_drift": "warn",  # raised to error past the fail tolerance
-    "position_drift": "warn",
-    "nonfinite": "error",
-    "degenerate": "warn",  # raised to error past degenerate_fail_fraction
-    "mapping_ambiguous": "info",
-    "claim_mismatch": "info",
-    # named by the explanations (compare/explain/)
-    "duplicate_tap": "error",
-    "row_shift": "error",
-    "foreign_rows": "error",
-    "residual_split": "error",
-    "channel_scale": "error",
-    "rotated": "error",
-    "unexplained": "error",
-    "channels_permuted": "error",  # a tensor-parallel gather out of rank order
-    "saturated": "error",  # values clipped by a narrow format without a fitting scale
-    "dtype_misread": "error",  # a 16-bit dtype's bits read as the other one
-    # the inputs themselves
-    "same_dump": "error",
-    "dumps_swapped": "error",
-    "dtype_mismatch": "info",
-    "short_rows": "warn",  # samples the engine returned with fewer rows than tokens (dump marks)
-}
+from alignprobe.dump import ROLE_FINAL, ROLE_LAYERS
+from alignprobe.findings.severity import Severity
 
 
-def finding(
-    code: str,
-    title: str,
-    evidence: dict[str, Any],
-    fix: str,
-    policy: Policy,
-    *,
-    stream: str = "",
-    role: str = "",
-    severity: str | None = None,
-) -> Finding:
-    """A finding at the policy's severity for its code if set (it pins the code), else at the given
-    severity (a diagnosis escalating past a fail tolerance) or the default; then the role cap."""
-    level = policy.severity.get(code) or severity or DEFAULT_SEVERITY[code]
-    if role == "layers" and SEVERITY_RANK[level] > SEVERITY_RANK["warn"]:
-        level = "warn"
-    return Finding(code=code, severity=level, title=title, evidence=evidence, fix=fix, stream=stream)
-
-
-def sort_findings(findings: list[Finding]) -> list[Finding]:
-    """Most severe first; the order of discovery otherwise."""
-    return sorted(findings, key=lambda f: -SEVERITY_RANK[f.severity])
+def cap_of(role: str, drafter_input_compared: bool) -> Severity | None:
+    """The most severe a finding on a stream of ``role`` may be: a layers stack is an investigation
+    view, and with a drafter_input pair compared the final stream is not what the drafter reads
+    (EAGLE-3 feeds it the aux concat only): their findings inform, at warn. Otherwise they count."""
+    if role == ROLE_LAYERS or (role == ROLE_FINAL and drafter_input_compared):
+        return "warn"
+    return None

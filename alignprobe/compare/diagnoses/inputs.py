@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 
-from alignprobe.compare.diagnoses import finding
 from alignprobe.compare.diagnoses.engine_fix import SGLANG, VLLM, engine_of
 from alignprobe.compare.policy import Policy
-from alignprobe.compare.result import Finding, StreamComparison
+from alignprobe.findings import Finding, make
+from alignprobe.compare.result import StreamComparison
 from alignprobe.dump import ROLE_LAYERS, Dump
 
 SERVING = VLLM[:1] + SGLANG[:1]  # engines that serve (vllm, sglang); the rest extract for training
@@ -28,14 +28,14 @@ def same_dump_findings(train: Dump, serve: Dump, comparisons: list[StreamCompari
     copied = same_file or train.provenance == serve.provenance
     if not copied:
         what += " although their provenance differs"
-    return [finding(
+    return [make(
         "same_dump",
         f"train and serve are {what}: nothing was compared between two captures",
         {"train_path": train.path, "serve_path": serve.path, "same_file": same_file, "same_provenance": copied,
          "bit_identical_slices": [m.label for m in compared if m.max_abs_diff == 0]},
         "Pass the serve engine's capture as --serve-dump and the training extraction as --train-dump; two "
         "captures of different systems are never bit-identical, so the pipeline copied one dump into both places.",
-        policy,
+        policy=policy,
         severity=None if copied else "info",
     )]
 
@@ -66,13 +66,13 @@ def swapped_findings(train: Dump, serve: Dump, policy: Policy) -> list[Finding]:
     if not (reasons and t_serving):
         return []
     evidence["reasons"] = reasons
-    return [finding(
+    return [make(
         "dumps_swapped",
         "the dumps look swapped: " + "; ".join(reasons),
         evidence,
         "Pass the training extraction as --train-dump and the engine's capture as --serve-dump; every finding "
         "below reads the other way round until then.",
-        policy,
+        policy=policy,
     )]
 
 
@@ -80,13 +80,13 @@ def dtype_findings(train: Dump, serve: Dump, policy: Policy) -> list[Finding]:
     t, s = train.provenance.dtype, serve.provenance.dtype
     if not t or not s or _norm(t) == _norm(s):
         return []
-    return [finding(
+    return [make(
         "dtype_mismatch",
         f"the sides ran in different dtypes: serve {s}, train {t} (rounding drift of that size is expected)",
         {"train_dtype": t, "serve_dtype": s},
         "Usually harmless (numeric_drift says when it is not); serve in the dtype the drafter was trained on "
         "for exact agreement.",
-        policy,
+        policy=policy,
     )]
 
 

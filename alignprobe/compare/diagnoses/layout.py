@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from alignprobe.compare.diagnoses import finding
+from alignprobe.compare.diagnoses.engine_fix import eagle3_fix, offset_fix
+from alignprobe.compare.explain.index_offset import WRONG_TAPS_FIX
 from alignprobe.compare.policy import Policy
-from alignprobe.compare.result import Finding, MappingSearch
+from alignprobe.findings import Finding, Note, Subject, make
+from alignprobe.findings.severity import Severity
+from alignprobe.compare.result import MappingSearch
 from alignprobe.conventions import shift_explanations
 from alignprobe.dump import FINAL_NORM_PRE
 
 Key = tuple[int, str]  # (HF index, "pre"/"post")
+PARTIAL_TRAIN = "train_holds_only"  # the note of a mapping finding made on a train dump of some layers only
 
 
 @dataclasses.dataclass
@@ -48,9 +52,8 @@ def _match_evidence(ms: MappingSearch) -> list[dict]:
     ]
 
 
-def width_findings(
-    ms: MappingSearch, expected_labels: list[str], hidden_size: int, num_layers: int, policy: Policy
-) -> list[Finding]:
+def width_findings(ms: MappingSearch, expected_labels: list[str], hidden_size: int, num_layers: int, policy: Policy,
+                   serve_provenance: dict, cap: Severity | None = None) -> list[Finding]:
     """The serve stream holds a different number of H-wide slices than the train stream it should equal."""
     k, k_expected = len(ms.matches), len(expected_labels)
     measured = _measured(ms, policy)
@@ -69,11 +72,7 @@ def width_findings(
             f"the drafter is fed the {hidden_size}-wide final state ({what}) where training used the "
             f"{k_expected * hidden_size}-wide concat of {', '.join(expected_labels)}: EAGLE3 aux capture is off"
         )
-        fix = (
-            "Run the engine with --speculative-algorithm EAGLE3: with EAGLE it captures no aux states, the "
-            "EAGLE-3 drafter's fc is skipped and the accept length drops to 1.0. (vLLM: speculative method "
-            "eagle3 with the drafter's eagle_aux_hidden_state_layer_ids.)"
-        )
+        fix = eagle3_fix(serve_provenance)
     elif k == 1 and k_expected > 1:
         title = (
             f"the drafter is fed one {hidden_size}-wide state ({what}) where training used the "
@@ -99,47 +98,48 @@ def width_findings(
     else:
         title = f"the serve stream holds {k} slices ({what}) where training used {k_expected} ({', '.join(expected_labels)})"
         fix = f"Configure the engine's aux layer ids so it captures the {k_expected} HF indices training used."
-    return [finding("width_mismatch", title, evidence, fix, policy, stream=ms.serve_stream, role=ms.role)]
+    return [make("width_mismatch", title, evidence, fix, policy=policy, subject=Subject(ms.serve_stream), cap=cap)]
 
 
-def _partial_train_note(ms: MappingSearch, num_layers: int) -> str:
-    """When the train dump lacks some HF indices, a serve slice may be one of those: say so."""
+def _partial_train(ms: MappingSearch, num_layers: int) -> tuple[Note, ...]:
+    """When the train dump lacks some HF indices, a serve slice may be one of those: the note that says
+    so (it goes with the layer offset or wrong taps that the explanations name in this one's place)."""
     held = sorted({c.hf_index for c in ms.candidates})
     if held == list(range(num_layers + 1)):
-        return ""
-    return (
+        return ()
+    return (Note(PARTIAL_TRAIN, {"held": held}, fix_after=(
         f" The train dump holds only HF{held}, so a serve slice from another layer can only match its nearest "
-        "neighbour: capture the train side with every layer (layers='all') for a definite mapping."
-    )
+        "neighbour: capture the train side with every layer (layers='all') for a definite mapping.")),)
 
 
-def layout_findings(ms: MappingSearch, expected: list[Key], num_layers: int, policy: Policy) -> Layout:
-    """Compare the measured mapping with the expected one (same number of slices on both sides)."""
+def layout_findings(ms: MappingSearch, expected: list[Key], num_layers: int, policy: Policy,
+                    provenances: tuple[dict, dict] = ({}, {}), cap: Severity | None = None) -> Layout:
+    """``provenances``: (train, serve), whose engines name the fix of a layer offset."""
     measured = _measured(ms, policy)
     ok = [m == e for m, e in zip(measured, expected)]
     findings: list[Finding] = []
-    stream, role = ms.serve_stream, ms.role
+    stream = ms.serve_stream
     base = {"slices": _match_evidence(ms), "tokens_sampled": ms.tokens_sampled, "sampling": ms.sampling}
     margins = [m.margin for m in ms.matches]
 
     if all(ok):
         if ms.claimed and ms.claimed != ms.expected:
             findings.append(
-                finding(
+                make(
                     "claim_mismatch",
                     f"the serve dump claims {', '.join(ms.claimed)} but its states are {', '.join(ms.measured)}, "
                     "as training expects",
                     base,
                     "Nothing to fix in serving; the capture's layer-id convention is recorded wrongly (report it).",
-                    policy,
-                    stream=stream,
-                    role=role,
+                    policy=policy,
+                    subject=Subject(stream),
+                    cap=cap,
                 )
             )
     elif None in measured:
         lost = [j for j, key in enumerate(measured) if key is None]
         findings.append(
-            finding(
+            make(
                 "wrong_taps",
                 f"serve slice(s) {lost} match no train slice (best cosine "
                 f"{max(ms.matches[j].score for j in lost):.3f}): they are not any HF index the train dump holds",
@@ -147,15 +147,13 @@ def layout_findings(ms: MappingSearch, expected: list[Key], num_layers: int, pol
                 "Capture the train side with every layer (layers='all') to find where these states come from; "
                 "check the engine's capture point (a residual stream without the residual added, a different "
                 "model or revision).",
-                policy,
-                stream=stream,
-                role=role,
+                policy=policy,
+                subject=Subject(stream),
+                cap=cap,
             )
         )
     else:
-        mismatch = _mismatch(ms, measured, expected, num_layers, base, policy)
-        mismatch.fix += _partial_train_note(ms, num_layers)
-        findings.append(mismatch)
+        findings.append(_mismatch(ms, measured, expected, num_layers, base, policy, provenances, cap))
 
     weak = [
         {"serve_slice": m.serve_slice, "measured": m.best_label, "runner_up": m.runner_up_label, "margin": round(m.margin, 6)}
@@ -164,22 +162,24 @@ def layout_findings(ms: MappingSearch, expected: list[Key], num_layers: int, pol
     ]
     if weak:
         findings.append(
-            finding(
+            make(
                 "mapping_ambiguous",
                 f"the best train slice wins by less than {policy.mapping_min_margin} cosine for {len(weak)} serve slice(s)",
                 {"slices": weak, "min_margin": min(margins), "tokens_sampled": ms.tokens_sampled},
                 "Neighbouring layers look alike here; compare more tokens (--sample / a larger prompt set) "
                 "before trusting a one-layer difference.",
-                policy,
-                stream=stream,
-                role=role,
+                policy=policy,
+                subject=Subject(stream),
+                cap=cap,
             )
         )
     return Layout(findings, ok)
 
 
-def _mismatch(ms, measured: list[Key], expected: list[Key], num_layers: int, base: dict, policy: Policy) -> Finding:
-    stream, role = ms.serve_stream, ms.role
+def _mismatch(ms, measured: list[Key], expected: list[Key], num_layers: int, base: dict, policy: Policy,
+              provenances: tuple[dict, dict], cap: Severity | None) -> Finding:
+    train_provenance, serve_provenance = provenances
+    stream, notes = ms.serve_stream, _partial_train(ms, num_layers)
     deltas = [m[0] - e[0] for m, e in zip(measured, expected)]
     evidence = {**base, "expected": ms.expected, "measured": ms.measured, "claimed": ms.claimed}
     if all(d == 0 for d in deltas):
@@ -198,7 +198,8 @@ def _mismatch(ms, measured: list[Key], expected: list[Key], num_layers: int, bas
                 "Training used the pre-norm last state (vLLM / speculators layout) but SGLang and transformers "
                 "return it after the final norm; capture both sides at the same point."
             )
-        return finding("final_norm_mismatch", title, evidence, fix, policy, stream=stream, role=role)
+        return make("final_norm_mismatch", title, evidence, fix, policy=policy, subject=Subject(stream), cap=cap,
+                    notes=notes)
     if len(set(deltas)) == 1:
         shift = deltas[0]
         explanations = shift_explanations(shift)
@@ -208,11 +209,8 @@ def _mismatch(ms, measured: list[Key], expected: list[Key], num_layers: int, bas
             f"layer offset {shift:+d}: the serve side captured {', '.join(ms.measured)} where training used "
             f"{', '.join(ms.expected)} (each wins by >= {min(margins):.4f} cosine)"
         )
-        fix = (
-            f"Shift the engine's aux layer ids by {-shift:+d} (or retrain on the served indices). "
-            + (f"Likely cause: {explanations[0]}." if explanations else "No known convention pair gives this shift.")
-        )
-        return finding("layer_offset", title, evidence, fix, policy, stream=stream, role=role)
+        fix = offset_fix(shift, [e[0] for e in expected], serve_provenance, train_provenance)[0]
+        return make("layer_offset", title, evidence, fix, policy=policy, subject=Subject(stream), cap=cap, notes=notes)
     permuted = sorted(measured) == sorted(expected)
     title = (
         f"wrong taps: the serve side captured {', '.join(ms.measured)} where training used {', '.join(ms.expected)}"
@@ -221,7 +219,7 @@ def _mismatch(ms, measured: list[Key], expected: list[Key], num_layers: int, bas
     fix = (
         "Concatenate the aux states in the order training used (lowest layer first)."
         if permuted
-        else "Set the engine's aux layer ids to the ones the drafter was trained on, in the drafter config "
-        "(eagle_aux_hidden_state_layer_ids) and the engine's capture list."
+        else WRONG_TAPS_FIX
     )
-    return finding("wrong_taps", title, {**evidence, "deltas": deltas, "permuted": permuted}, fix, policy, stream=stream, role=role)
+    return make("wrong_taps", title, {**evidence, "deltas": deltas, "permuted": permuted}, fix, policy=policy,
+                subject=Subject(stream), cap=cap, notes=notes)

@@ -1,32 +1,42 @@
-"""Findings about the VALUES of correctly mapped slices: scale, drift, drift along positions, health."""
+"""Findings about the VALUES of correctly mapped slices: scale, drift, drift along positions, health.
+
+The explanations of the same stream (compare/explain/) are read where they say more about a value:
+the identity fit settles a scale the pass's degenerate rows made up, the drift fit's signature joins
+numeric_drift, and discrete flips lower drift to info.
+"""
 
 from __future__ import annotations
 
 import math
 
-from alignprobe.compare.diagnoses import finding
+from alignprobe.compare.diagnoses.nonfinite import nonfinite_findings
 from alignprobe.compare.expected_drift import expected_drift
+from alignprobe.compare.explain.scalar_scale import ScalarScale
 from alignprobe.compare.policy import Policy
-from alignprobe.compare.result import Finding, SliceExplanation, SliceMetrics, StreamComparison
+from alignprobe.compare.result import SliceExplanation, SliceMetrics, StreamComparison
+from alignprobe.dump import Dump
+from alignprobe.findings import Finding, Subject, make
+from alignprobe.findings.severity import Severity
 
 EARLY_POSITIONS = (1, 16)  # the baseline of position drift: after the attention-sink token 0
 
 
-def numeric_findings(
-    comparison: StreamComparison,
-    slice_ok: list[bool],
-    policy: Policy,
-    train_provenance: dict,
-    serve_provenance: dict,
-) -> list[Finding]:
-    stream, role = comparison.serve_stream, comparison.role
+def numeric_findings(comparison: StreamComparison, slice_ok: list[bool], policy: Policy, train_provenance: dict,
+                     serve_provenance: dict, explained: list[SliceExplanation] = (), cap: Severity | None = None,
+                     nonfinite_where: dict | None = None, serve: Dump | None = None) -> list[Finding]:
+    """``explained``: the explanations of this stream's slices; ``nonfinite_where``: where the pass found
+    NaN / Inf rows in it (NonfiniteWhere.evidence), ``serve`` the serve dump (its marks)."""
+    stream = comparison.serve_stream
     slices = comparison.slices
-    out = _health_findings(comparison, policy)
+    out = nonfinite_findings(comparison, policy, cap, nonfinite_where or {}, serve)
+    out += _degenerate_findings(comparison, policy, cap)
+    flips = discrete_flips(explained, policy, (train_provenance, serve_provenance))
     mapped = [m for m, ok in zip(slices, slice_ok) if ok and m.tokens]
     scaled = [m for m in mapped if _scale_off(m, policy)]
-    if scaled:
+    settled = _scale_settled(comparison, explained, policy)
+    if [m for m in scaled if m.label not in settled]:
         out.append(
-            finding(
+            make(
                 "scale_mismatch",
                 "direction agrees but magnitude does not: norm ratio serve/train "
                 + ", ".join(f"{m.label} x{m.norm_ratio:.3g}" for m in scaled),
@@ -34,16 +44,14 @@ def numeric_findings(
                     "slices": [
                         {"label": m.label, "norm_ratio": m.norm_ratio, "cosine_p50": m.cosine_p50,
                          "rel_rms": m.rel_rms, "rel_rms_if_rescaled_approx": _rel_rms_after_rescale(m)}
-                        for m in scaled
+                        for m in scaled if m.label not in settled
                     ],
                     "tolerance": policy.scale_tolerance,
                 },
-                "A scale applied on one side only: a missing or doubled norm weight, an unscaled embedding "
-                "(some models multiply embeddings by sqrt(H)), a residual scaling factor, or a dequantization "
-                "scale left out. Find where one side multiplies and the other does not.",
-                policy,
-                stream=stream,
-                role=role,
+                ScalarScale.fix,  # the one advice for this code, measured or fitted
+                policy=policy,
+                subject=Subject(stream),
+                cap=cap,
             )
         )
     drifting = [m for m in mapped if m not in scaled and _drift_level(m, policy)]
@@ -87,36 +95,27 @@ def numeric_findings(
                        "the same attention: sliding window, RoPE scaling; every tensor-parallel all-reduce), then "
                        "quantization or a precision the provenance does not record. Capture training states from "
                        "the served model to confirm.")
-        out.append(
-            finding(
-                "numeric_drift",
-                f"values drift beyond tolerance: worst {worst.label} rel-RMS {worst.rel_rms:.3g}, cosine p1 "
-                f"{worst.cosine_p1:.4f}{note}",
-                evidence,
-                fix,
-                policy,
-                stream=stream,
-                role=role,
-                severity="error" if failing else "warn",
-            )
-        )
+        drifting_fits = [e for e in explained if e.winner.name == "drift"]
+        if drifting_fits:  # the drift explanation's signature (position / depth / dtype) joins the finding
+            evidence["signature"] = sorted({s for e in drifting_fits for s in e.winner.params.get("signature", [])})
+            evidence["explained"] = [{"serve_slice": e.serve_slice, "expected": e.label, "params": e.winner.params,
+                                      "held_out_rel_rms": e.winner.held_out_rel_rms} for e in drifting_fits]
+        out.append(_drift("numeric_drift",
+                          f"values drift beyond tolerance: worst {worst.label} rel-RMS {worst.rel_rms:.3g}, cosine p1 "
+                          f"{worst.cosine_p1:.4f}{note}",
+                          evidence, fix, policy, stream, cap, "error" if failing else "warn", flips))
     growing = [g for g in (_position_growth(m, policy) for m in mapped) if g]
     if growing:
         worst = max(growing, key=lambda g: g["growth"])
-        out.append(
-            finding(
-                "position_drift",
-                f"drift grows along the sequence: {worst['label']} rel-RMS {worst['early_rel_rms']:.3g} at positions "
-                f"1-15 -> {worst['late_rel_rms']:.3g} at {worst['late_positions']} (x{worst['growth']:.1f})",
-                {"slices": growing, "growth_tolerance": policy.position_growth},
-                "Error that grows with position points at attention or the KV cache: a KV cache in lower "
-                "precision (fp8 KV), a different RoPE scaling or max position, or a different attention "
-                "kernel. Compare the engine's rope_scaling / kv_cache_dtype with training.",
-                policy,
-                stream=stream,
-                role=role,
-            )
-        )
+        out.append(_drift(
+            "position_drift",
+            f"drift grows along the sequence: {worst['label']} rel-RMS {worst['early_rel_rms']:.3g} at positions "
+            f"1-15 -> {worst['late_rel_rms']:.3g} at {worst['late_positions']} (x{worst['growth']:.1f})",
+            {"slices": growing, "growth_tolerance": policy.position_growth},
+            "Error that grows with position points at attention or the KV cache: a KV cache in lower "
+            "precision (fp8 KV), a different RoPE scaling or max position, or a different attention "
+            "kernel. Compare the engine's rope_scaling / kv_cache_dtype with training.",
+            policy, stream, cap, "warn", flips))
     return out
 
 
@@ -164,34 +163,9 @@ def _position_growth(m: SliceMetrics, policy: Policy) -> dict | None:
     }
 
 
-def _health_findings(comparison: StreamComparison, policy: Policy) -> list[Finding]:
-    stream, role = comparison.serve_stream, comparison.role
+def _degenerate_findings(comparison: StreamComparison, policy: Policy, cap: Severity | None) -> list[Finding]:
+    stream = comparison.serve_stream
     out = []
-    bad = [
-        {"label": m.label, "train_nan_rows": m.train_health.nan_rows, "train_inf_rows": m.train_health.inf_rows,
-         "serve_nan_rows": m.serve_health.nan_rows, "serve_inf_rows": m.serve_health.inf_rows,
-         "rows": m.serve_health.rows}
-        for m in comparison.slices
-        if m.train_health.nonfinite_rows or m.serve_health.nonfinite_rows
-    ]
-    if bad:
-        sides = [s for s in ("train", "serve") if any(b[f"{s}_nan_rows"] + b[f"{s}_inf_rows"] for b in bad)]
-        worst = max(bad, key=lambda b: b["serve_nan_rows"] + b["serve_inf_rows"] + b["train_nan_rows"] + b["train_inf_rows"])
-        out.append(
-            finding(
-                "nonfinite",
-                f"NaN/Inf rows on the {' and '.join(sides)} side: {worst['label']} has "
-                f"{worst['serve_nan_rows'] + worst['serve_inf_rows']} serve and "
-                f"{worst['train_nan_rows'] + worst['train_inf_rows']} train rows not finite (left out of the numbers)",
-                {"slices": bad},
-                "Non-finite hidden states: fp16 overflow (serve or capture in bf16 instead), an uninitialised "
-                "buffer returned for some tokens (padding, a cache hit), or a broken kernel. Look at the rows "
-                "listed with alignprobe inspect.",
-                policy,
-                stream=stream,
-                role=role,
-            )
-        )
     degenerate = [
         {"label": m.label, "train_zero_rows": m.train_health.zero_rows, "train_constant_rows": m.train_health.constant_rows,
          "serve_zero_rows": m.serve_health.zero_rows, "serve_constant_rows": m.serve_health.constant_rows,
@@ -206,58 +180,81 @@ def _health_findings(comparison: StreamComparison, policy: Policy) -> list[Findi
             for d in degenerate
         )
         out.append(
-            finding(
+            make(
                 "degenerate",
                 f"all-zero or constant rows in {len(degenerate)} slice(s) (up to {worst_fraction:.1%} of rows)",
                 {"slices": degenerate, "worst_fraction": worst_fraction, "fail_fraction": policy.degenerate_fail_fraction},
                 "Zero or constant hidden states are not states: padding rows stored as zeros, a capture that "
                 "never ran for some tokens, or a slice the engine leaves empty. Strip padding at capture, or "
                 "find why those tokens were not captured.",
-                policy,
-                stream=stream,
-                role=role,
+                policy=policy,
+                subject=Subject(stream),
+                cap=cap,
                 severity="error" if worst_fraction > policy.degenerate_fail_fraction else "warn",
             )
         )
     return out
 
 
-def flips_only(numeric: list[Finding], explained: list[SliceExplanation], policy: Policy,
-               provenances: tuple[dict, ...] = ()) -> None:
-    """Lower numeric_drift and position_drift of one stream to info where its error is discrete flips
-    (explain/drift.py isolated_outliers): in every slice the tokens off by more than
-    drift_fail_rel_rms are few and scattered, and all the other tokens agree within
-    drift_warn_rel_rms, at late positions too. That is what a dtype or kernel change does to a MoE
-    model (a token whose router's top-k scores cross goes to other experts): named, with the outlier
-    tokens counted, and not failing the gate, since the bulk agrees as a clean pair does. A real drift
-    (weight quantization) moves the bulk and stays a warning or an error."""
-    drifted = [f for f in numeric if f.code in ("numeric_drift", "position_drift") and f.code not in policy.severity]
-    if not drifted or not explained:
-        return
+def _scale_settled(comparison: StreamComparison, explained: list[SliceExplanation], policy: Policy) -> set[str]:
+    """The labels of the slices whose scale_mismatch the identity explanation contradicts. A factor past
+    scale_tolerance leaves a rel-RMS of at least scale_tolerance / (1 + scale_tolerance) (0.091 by
+    default), more than the drift_fail_rel_rms identity fits within (0.07): the two disagree only where
+    the pass's rows differ from the explanations', i.e. degenerate rows (all zero: a prefix-cache hit's
+    rows never computed), which the explanations leave out and `degenerate` names. Their zeros pulled
+    the norm ratio to x0.75 on tests/holdout3_cases.py prefix_zeros, a scale_mismatch of a slice whose
+    other rows were exact."""
+    if not policy.drift_fail_rel_rms < policy.scale_tolerance / (1 + policy.scale_tolerance):
+        return set()  # a policy whose tolerances allow both: each finding speaks for itself
+    fitted = {e.serve_slice for e in explained if e.winner.name == "identity"}
+    return {m.label for m in comparison.slices if m.serve_slice in fitted}
+
+
+def discrete_flips(explained: list[SliceExplanation], policy: Policy, provenances: tuple[dict, ...] = ()) -> list[dict]:
+    """The outlier tokens of each slice of one stream where its error is discrete flips (explain/drift.py
+    isolated_outliers): in every slice the tokens off by more than drift_fail_rel_rms are few and
+    scattered, and all the other tokens agree within drift_warn_rel_rms, at late positions too. That is
+    what a dtype or kernel change does to a MoE model (a token whose router's top-k scores cross goes
+    to other experts): named, with the outlier tokens counted, and not failing the gate, since the bulk
+    agrees as a clean pair does. A real drift (weight quantization) moves the bulk: none then."""
+    if not explained:
+        return []
     if any((p.get("capture") or {}).get("routed_experts") == 0 for p in provenances):
-        return  # a capture that knew its model says it routes no token: isolated outliers are not flips there
+        return []  # a capture that knew its model says it routes no token: isolated outliers are not flips there
     flips = []
     for e in explained:
         fit = next((f for f in e.tried if f.name == "drift"), None)
         tokens = fit.params.get("outlier_tokens") if fit is not None else None
         if tokens is None or e.winner.name not in ("identity", "drift"):
-            return
+            return []
         if not all(x is not None and x <= policy.drift_warn_rel_rms for x in (tokens["bulk_rel_rms"], tokens["bulk_late_rel_rms"])):
-            return
+            return []
         if tokens["rows"] and not tokens["flips"]:
-            return
+            return []
         if tokens["rows"]:
             flips.append({"label": e.label, **tokens})
-    if not flips:
-        return
+    return flips
+
+
+def _as_flips(flips: list[dict]) -> tuple[str, str]:
+    """What numeric_drift and position_drift say first where their error is discrete ``flips``: the
+    title's lead and the fix's."""
     worst = max(flips, key=lambda t: t["fraction"])
     lead = (f"discrete flips, not drift of the states: {worst['rows']} of {worst['of_rows']} sampled tokens "
             f"({worst['fraction']:.1%}) of {worst['label']} are off by rel-RMS {worst['outlier_rel_rms'] or 0:.2g}, scattered, "
             f"and every other token agrees within {worst['bulk_rel_rms']:.2g} (a MoE router sending a token to other "
             "experts under another dtype or kernel); over all tokens: ")
-    for f in drifted:
-        f.severity = "info"
-        f.title = lead + f.title
-        f.evidence["discrete_flips"] = flips
-        f.fix = ("Expected when the two sides run in different dtypes or kernels on a MoE model: serve in the dtype "
-                 "the drafter was trained on to remove the flips; the rest of the states agree. " + f.fix)
+    fix = ("Expected when the two sides run in different dtypes or kernels on a MoE model: serve in the dtype "
+           "the drafter was trained on to remove the flips; the rest of the states agree. ")
+    return lead, fix
+
+
+def _drift(code: str, title: str, evidence: dict, fix: str, policy: Policy, stream: str, cap: Severity | None,
+           severity: Severity, flips: list[dict]) -> Finding:
+    """numeric_drift or position_drift; said as discrete flips, at info, where ``flips`` (a severity the
+    policy pins is kept, and the finding with it)."""
+    if flips and code not in policy.severity:
+        lead, first = _as_flips(flips)
+        title, fix, severity = lead + title, first + fix, "info"
+        evidence = {**evidence, "discrete_flips": flips}
+    return make(code, title, evidence, fix, policy=policy, subject=Subject(stream), cap=cap, severity=severity)

@@ -11,10 +11,9 @@ A warning: the rows that were compared are judged as usual, but the missing ones
 
 from __future__ import annotations
 
-from alignprobe.compare.diagnoses import finding
 from alignprobe.compare.diagnoses.engine_fix import SGLANG, VLLM, engine_of
 from alignprobe.compare.policy import Policy
-from alignprobe.compare.result import Finding
+from alignprobe.findings import Finding, make
 from alignprobe.dump import Dump
 from alignprobe.conventions import SGLANG_FLAGS_FULL_ROWS as SGLANG_FULL_ROWS  # the flags that return every row
 
@@ -56,7 +55,7 @@ def _finding(side: str, dump: Dump, short: list[int], policy: Policy) -> Finding
                 "likely_cause": cause}
     if risks:
         evidence["server_settings"] = list(risks)
-    return finding("short_rows", title, evidence, fix, policy)
+    return make("short_rows", title, evidence, fix, policy=policy)
 
 
 def cause_and_fix(engine: str, risks: list[str]) -> tuple[str, str]:

@@ -1,9 +1,10 @@
 """Explain each serve slice as the simplest transform of a train state that fits held-out rows.
 
 Every explanation is one module behind the :class:`~alignprobe.compare.explain.base.Explanation`
-Protocol; a new failure class is a new file and one line in EXPLANATIONS. For each serve slice every
-explanation is fitted on the fit rows and scored on the held-out rows (the continuous TRANSFORMS
-only where identity does not fit: they cannot be chosen where it does); the winner is the simplest
+Protocol that names its own finding (code, fix) and says how it is tried; a new failure class is a new
+file and one name in MODULES. For each serve slice every explanation is fitted on the fit rows and
+scored on the held-out rows (the continuous transforms only where identity does not fit: they cannot
+be chosen where it does); the winner is the simplest
 (lowest complexity) whose held-out rel-RMS is within the tolerance, unless a more complex one that
 fits leaves clearly less (see :func:`choose`); the runner-up is the next one that fits, else the
 closest of the rest.
@@ -11,56 +12,32 @@ closest of the rest.
 
 from __future__ import annotations
 
+import importlib
 import math
 
 from alignprobe.compare.explain.base import ExplainRows, Explanation
-from alignprobe.compare.explain.channel_permutation import ChannelPermutation
-from alignprobe.compare.explain.channel_scale import ChannelScale
-from alignprobe.compare.explain.displaced_rows import DisplacedRows
-from alignprobe.compare.explain.drift import Drift
-from alignprobe.compare.explain.duplicate_tap import DuplicateTap
-from alignprobe.compare.explain.end_aligned import EndAlignedRows
-from alignprobe.compare.explain.foreign_rows import ForeignRows
-from alignprobe.compare.explain.identity import Identity
-from alignprobe.compare.explain.index_offset import IndexOffset
-from alignprobe.compare.explain.nothing_fits import NothingFits
-from alignprobe.compare.explain.reinterpreted import Reinterpreted
-from alignprobe.compare.explain.residual_split import ResidualSplit
-from alignprobe.compare.explain.rotation import Rotation
-from alignprobe.compare.explain.row_shift import RowShift
-from alignprobe.compare.explain.saturated import Saturated
-from alignprobe.compare.explain.scalar_scale import ScalarScale
 from alignprobe.compare.result import ExplanationFit, SliceExplanation
 
-EXPLANATIONS: tuple[Explanation, ...] = (
-    Identity(),
-    DuplicateTap(),
-    IndexOffset(),
-    RowShift(),
-    EndAlignedRows(),
-    Reinterpreted(),
-    ForeignRows(),
-    DisplacedRows(),
-    ResidualSplit(),
-    ScalarScale(),
-    ChannelPermutation(),
-    Saturated(),
-    ChannelScale(),
-    Rotation(),
-    Drift(),
-    NothingFits(),
-)
+# The explanations, one module each (compare/explain/<module>.py, holding EXPLANATION), in the order
+# they are tried within one complexity. A new failure class is a new module and one name here.
+MODULES = ("identity", "duplicate_tap", "index_offset", "row_shift", "end_aligned", "reinterpreted", "foreign_rows",
+           "displaced_rows", "residual_split", "scalar_scale", "channel_permutation", "saturated", "channel_scale",
+           "rotation", "drift", "nothing_fits")
 
 
-# Explanations that fit a continuous transform of the expected slice (a factor, a weight a channel,
-# a rotation): each can absorb part of any difference, numeric drift included.
-# channel_permutation is no continuous transform, but is tried only where identity does not fit: a
-# permutation that moves any block moves the states far past the tolerance, so it could not win there.
-TRANSFORMS = ("scalar_scale", "channel_scale", "rotation", "channel_permutation")
-# ... and displaced_rows, a search over every run's source, and reinterpreted: where identity fits, the
-# rows are in place and in their dtype, and either would move the states far past the tolerance (the
-# search was about half the cost of every clean comparison's explanations otherwise).
-SKIPPED_WHERE_IDENTITY_FITS = TRANSFORMS + ("displaced_rows", "reinterpreted", "end_aligned_rows")
+def _loaded(module: str) -> Explanation:
+    return importlib.import_module(f"{__name__}.{module}").EXPLANATION
+
+
+EXPLANATIONS: tuple[Explanation, ...] = tuple(_loaded(m) for m in MODULES)
+BY_NAME = {e.name: e for e in EXPLANATIONS}
+
+
+def explanation(name: str) -> Explanation:
+    """The explanation of this name (ExplanationFit.name)."""
+    return BY_NAME[name]
+
+
 # A more complex fit replaces a simpler one that also fits when its held-out rel-RMS is at most this
 # fraction of the simpler one's: it leaves at most a quarter of the residual energy, so what the
 # simpler one left was mostly a systematic difference the other explains, not noise both share. On
@@ -68,10 +45,6 @@ SKIPPED_WHERE_IDENTITY_FITS = TRANSFORMS + ("displaced_rows", "reinterpreted", "
 # measured HF[6] vs HF[5] at rel-RMS 0.049, under drift_fail 0.07), so "identity fits" alone would
 # hide an exact one-layer offset (rel-RMS 0.0003).
 CLEARLY_BETTER = 0.5
-SAME_PREDICTION = ("identity", "drift", "nothing_fits")  # drift predicts what identity does
-# predicted from another serve slice, not from train rows: exact whenever two serve slices are, so
-# its residual says nothing about which train state a slice is
-FROM_SERVE = ("duplicate_tap",)
 
 
 def choose(tried: list[ExplanationFit], tolerance: float) -> ExplanationFit:
@@ -86,7 +59,7 @@ def choose(tried: list[ExplanationFit], tolerance: float) -> ExplanationFit:
     (a RoPE base that differs was fitted as RMSNorm weights within 2% of 1)."""
     identity = next((f for f in tried if f.name == "identity"), None)
     for f in tried:
-        if f.fits and f.name in TRANSFORMS and identity is not None and math.isfinite(identity.held_out_rel_rms):
+        if f.fits and explanation(f.name).transform and identity is not None and math.isfinite(identity.held_out_rel_rms):
             if identity.held_out_rel_rms - f.held_out_rel_rms <= tolerance:
                 f.fits = False
                 f.params["within_noise"] = (f"moves the states by less than the noise allowed: identity leaves "
@@ -94,7 +67,7 @@ def choose(tried: list[ExplanationFit], tolerance: float) -> ExplanationFit:
     fitting = [f for f in tried if f.fits]
     winner = fitting[0]  # nothing_fits always fits
     for f in fitting[1:]:
-        if f.name in SAME_PREDICTION or f.name in FROM_SERVE or f.complexity < winner.complexity:
+        if explanation(f.name).predicts_as_identity or explanation(f.name).from_serve or f.complexity < winner.complexity:
             continue
         if math.isfinite(winner.held_out_rel_rms) and f.held_out_rel_rms <= CLEARLY_BETTER * winner.held_out_rel_rms:
             f.params["replaces"] = {"name": winner.name, "held_out_rel_rms": winner.held_out_rel_rms}
@@ -103,7 +76,7 @@ def choose(tried: list[ExplanationFit], tolerance: float) -> ExplanationFit:
     # tensor written twice: the repeated id is the cause, the layer it shows only its symptom. Where
     # neighbouring layers agree within the tolerance (a trained 8-layer Llama, HF[4] vs HF[5] at 0.066)
     # identity fits the copy, index_offset replaces it, and the repeat was named wrong_taps.
-    repeat = next((f for f in fitting if f.name in FROM_SERVE), None)
+    repeat = next((f for f in fitting if explanation(f.name).from_serve), None)
     if repeat is not None and winner.name == "index_offset":
         repeat.params["replaces"] = {"name": winner.name, "held_out_rel_rms": winner.held_out_rel_rms}
         winner = repeat
@@ -113,13 +86,12 @@ def choose(tried: list[ExplanationFit], tolerance: float) -> ExplanationFit:
 def explain_slice(rows: ExplainRows, j: int, stream: str, explanations=EXPLANATIONS) -> SliceExplanation:
     tried: list[ExplanationFit] = []
     for e in sorted(explanations, key=lambda e: e.complexity):
-        if e.name == "displaced_rows" and any(f.name in ("row_shift", "foreign_rows", "end_aligned_rows") and f.fits
-                                                for f in tried):
-            # its per-run sources can express one shift (row_shift) or one source a sample (foreign_rows);
-            # where either fits, its fewer parameters name the pattern (a pairwise swap, the previous
-            # request) that displaced_rows would blur into "from other samples"
+        if any(e.name in explanation(f.name).narrower_than and f.fits for f in tried):
+            # a narrower explanation fits (displaced_rows' per-run sources can express one shift, row_shift, or
+            # one source a sample, foreign_rows): its fewer parameters name the pattern (a pairwise swap, the
+            # previous request) that the wider one would blur into "from other samples"
             continue
-        if e.name in SKIPPED_WHERE_IDENTITY_FITS and any(f.name == "identity" and f.fits for f in tried):
+        if not e.tried_where_identity_fits and any(f.name == "identity" and f.fits for f in tried):
             # Where identity fits, no continuous transform can win (choose() keeps one only if it improves
             # on identity by more than the tolerance, more than identity leaves) nor be the runner-up
             # (drift, which predicts what identity does, fits then too): fitting them only cost time,

@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from alignprobe.compare.result import ExplanationFit
+from alignprobe.findings import Note
 
 Key = tuple[int, str]  # (HF index, "pre"/"post"), as mapping.candidate_key
 
@@ -154,14 +155,68 @@ def _scaled(x: np.ndarray, scale: float) -> np.ndarray:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Named:
+    """What an explanation names where it wins some slices of a stream: the finding's code and fix (its
+    title is the slices' summaries, its evidence their fits, unless ``title`` / ``evidence`` are its own)."""
+
+    code: str
+    fix: str
+    severity: str | None = None  # None: the policy's or the code's
+    notes: tuple[Note, ...] = ()
+    # a finding it words itself (a title and evidence of its own), never joined with another of its code
+    title: str = ""
+    evidence: dict | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Naming:
+    """What an explanation may read to name its slices: the stream, what training expected and both sides."""
+
+    stream: str
+    role: str
+    explained: list  # every SliceExplanation of the stream
+    expected_hf: list[int]
+    num_layers: int
+    serve_provenance: dict
+    train_provenance: dict
+    drafter_reads_aux: bool  # an EAGLE-3 drafter reads the aux concat, never the final state
+
+
+def evidence_of(group: list) -> dict:
+    """The evidence of a finding named by the explanations of ``group`` (SliceExplanations): each fit."""
+    return {"explained": [
+        {"serve_slice": e.serve_slice, "expected": e.label, "explanation": e.winner.name,
+         "params": e.winner.params, "held_out_rel_rms": e.winner.held_out_rel_rms,
+         "held_out_rows": e.winner.held_out_rows,
+         "runner_up": e.runner_up.name if e.runner_up else "",
+         "runner_up_held_out_rel_rms": e.runner_up.held_out_rel_rms if e.runner_up else None}
+        for e in group]}
+
+
 class Explanation(Protocol):
     """One hypothesis: ``fit`` returns its held-out fit for serve slice ``j``, or None when it does
-    not apply (the train side lacks what it needs)."""
+    not apply (the train side lacks what it needs). It names its own finding (``code``, ``fix``, or
+    ``names`` where that depends on the fits) and says how the selection treats it; an explanation
+    subclasses this Protocol for the defaults."""
 
-    name: str
+    name: str  # the explanation's name (ExplanationFit.name); its module is compare/explain/<name>.py
     complexity: int  # lower is simpler; the simplest explanation that fits wins
+    code: str | None = None  # the finding it names; None: the slice is its expected train slice (no finding)
+    fix: str = ""
+    judged: bool = False  # a slice it wins is the expected train slice (perhaps scaled): the numeric checks judge it
+    defers_to_mapping: bool = False  # names nothing (and is judged) where the mapping search measured the slice right
+    transform: bool = False  # a continuous transform: a cause only where it moves the states past the tolerance
+    tried_where_identity_fits: bool = True  # False: where identity fits it cannot win, so it is not fitted
+    predicts_as_identity: bool = False  # predicts what identity does: never replaces a simpler winner
+    from_serve: bool = False  # predicted from another serve slice: its residual says nothing of the train state
+    narrower_than: tuple[str, ...] = ()  # explanations not tried where this one fits (they would blur its pattern)
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None: ...
+
+    def names(self, group: list, naming: Naming) -> Named | None:
+        """The finding this names on ``group`` (SliceExplanations it wins on one stream)."""
+        return Named(self.code, self.fix) if self.code else None
 
 
 SELECT_COLUMNS = 1024  # channels, at most, that a choice among candidates is made on

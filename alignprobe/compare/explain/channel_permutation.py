@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
 
 # tensor-parallel sizes tried (a block is H / t channels); the smallest that fits is named, since a
@@ -22,9 +22,16 @@ BLOCK_COUNTS = (2, 4, 8, 16, 32, 64)
 MIN_BLOCK = 4  # channels a block, at least: a finer "permutation" is a shuffle no gather makes
 
 
-class ChannelPermutation:
+class ChannelPermutation(Explanation):
     name = "channel_permutation"
     complexity = 5
+    code = "channels_permuted"
+    transform = True
+    tried_where_identity_fits = False
+    fix = ("The serve state's channels are the training ones in blocks of H/t, in another order: a "
+           "tensor-parallel all-gather concatenated the ranks' shards out of rank order (the evidence gives "
+           'which train block each serve block is). Gather the shards in rank order (or capture with tensor '
+           'parallelism 1 to confirm).')
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -51,6 +58,9 @@ class ChannelPermutation:
         return scored(self.name, self.complexity, rows, a[:, columns], b, params,
                       f"serve = train {rows.label(key)} with its channels in {t} blocks of {hidden // t}, gathered in "
                       f"the order {[int(k) for k in order]} (serve block i is train block order[i])")
+
+
+EXPLANATION = ChannelPermutation()
 
 
 def _block_order(fa: np.ndarray, fb: np.ndarray, t: int) -> np.ndarray | None:

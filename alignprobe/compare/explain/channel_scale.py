@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, Named, Naming, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -48,9 +48,27 @@ def _restored(a: np.ndarray, b: np.ndarray, fit: np.ndarray) -> tuple[np.ndarray
 MIN_FIT_ROWS = 16
 
 
-class ChannelScale:
+# the final state, scaled by the final norm's weights: the other side of the final norm
+FINAL_NORM_FIX = ("The final state is on the other side of the final norm: vLLM and speculators store it before "
+                  "the norm (id N is pre-norm), SGLang and transformers after it; pair like with like (capture "
+                  "training with final_prenorm) or apply the norm.")
+
+
+class ChannelScale(Explanation):
     name = "channel_scale"
     complexity = 6
+    code = "channel_scale"
+    transform = True
+    tried_where_identity_fits = False
+    fix = ('A norm weight applied on one side only (pre- vs post-norm state, a norm_before_fc-style flag): '
+           'capture both sides at the same point of the norm.')
+
+    def names(self, group: list, naming: Naming) -> Named:
+        if all(e.winner.params.get("hf_index") == naming.num_layers for e in group):
+            # an EAGLE-3 drafter reads the aux concat, never this state
+            severity = "info" if naming.drafter_reads_aux and naming.role == "final" else None
+            return Named("final_norm_mismatch", FINAL_NORM_FIX, severity=severity)
+        return Named(self.code, self.fix)
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -72,3 +90,6 @@ class ChannelScale:
                 "layernorm": "serve = LayerNorm(train) with weight w (mean-centred, per-token scale)"}[form]
         return scored(self.name, self.complexity, rows, predicted, b, params,
                       f"{what}, {rows.label(key)}, w in [{w.min():.3g}, {w.max():.3g}] (mean {w.mean():.3g})")
+
+
+EXPLANATION = ChannelScale()

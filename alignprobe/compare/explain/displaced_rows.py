@@ -17,16 +17,33 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, choice_columns, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, Named, Naming, choice_columns, scored
+from alignprobe.compare.explain.foreign_rows import ForeignRows
+from alignprobe.compare.explain.row_shift import RowShift
 from alignprobe.compare.result import ExplanationFit
+from alignprobe.findings import Note
 
 
 MIN_SCORED_SHARE = 0.25
 
 
-class DisplacedRows:
+DISPLACED_FIX = (" Rows come in displaced blocks: an engine with chunked prefill that returns only the last chunk "
+                 "(SGLang: --chunked-prefill-size -1), chunks stitched out of order, or a prefix-cache hit whose "
+                 "rows were never computed (SGLang --disable-radix-cache, vLLM --no-enable-prefix-caching); "
+                 "a capture should place the rows it got at their positions and mark the sample short.")
+
+
+class DisplacedRows(Explanation):
     name = "displaced_rows"
     complexity = 4
+    tried_where_identity_fits = False
+
+    def names(self, group: list, naming: Naming) -> Named:
+        """Rows out of place inside their sample (row_shift) or from other samples (foreign_rows), with
+        the advice on displaced blocks."""
+        within = all(e.winner.params.get("code") == "row_shift" for e in group)
+        owner = RowShift if within else ForeignRows
+        return Named(owner.code, owner.fix, notes=(Note("displaced_blocks", fix_after=DISPLACED_FIX),))
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -144,6 +161,9 @@ class DisplacedRows:
         return scored(self.name, self.complexity, _Kept(rows, keep), predicted[keep], b[keep], params,
                       f"{len(moved)} of {len(source)} fit runs of 8 rows hold {what}, {rows.label(key)} "
                       "(a block displaced: chunked prefill, a prefix cache's rows)")
+
+
+EXPLANATION = DisplacedRows()
 
 
 class _Kept:

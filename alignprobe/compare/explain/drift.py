@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, RowFit, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, RowFit, scored
 from alignprobe.compare.result import ExplanationFit
 
 EARLY = (1, 16)  # positions of the baseline, after the attention-sink token 0
@@ -36,13 +36,15 @@ FLIP_MAX_CLUSTERED = 0.5  # scattered: at most half of them next to another outl
 # on the tiny DeepseekV3: every sample's last row perturbed at rel-RMS 0.3 came out as "flips" (PASS)
 # before this (tests/test_explain_flips.py); routing flips measured above put at most 2 outliers at
 # one position of 12 prompts. (On a model capture hf knows is dense no outlier is a flip at all:
-# diagnoses/numeric.py flips_only.)
+# diagnoses/numeric.py discrete_flips.)
 FLIP_MAX_PILED = 0.5  # at most half of the outliers at one position, or at their samples' first/last rows
 
 
-class Drift:
+class Drift(Explanation):
     name = "drift"
     complexity = 8
+    judged = True
+    predicts_as_identity = True
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -54,6 +56,9 @@ class Drift:
         return scored(self.name, self.complexity, rows, a, b, params,
                       f"serve = train {rows.label(key)} with numeric drift ({named})", tolerance=rows.drift_tolerance,
                       measured=rows.as_is(key, j))  # identity's prediction: its scores
+
+
+EXPLANATION = Drift()
 
 
 def signature(rows: ExplainRows, j: int) -> dict:
@@ -122,7 +127,7 @@ def isolated_outliers(rows: ExplainRows, as_is: RowFit) -> dict | None:
     bulk_late_rms = as_is.rel_rms(bulk_late) if bulk_late.sum() >= 8 else bulk_rms
     samples = int(len(np.unique(rows.sample[outlier])))
     # the structure only: whether the bulk is within the warn tolerance is the diagnosis's to judge
-    # (diagnoses/numeric.py flips_only)
+    # (diagnoses/numeric.py discrete_flips)
     piled = _piled_fraction(rows, outlier)
     flips = bool(outlier.any() and np.isfinite(error).all() and fraction <= FLIP_MAX_FRACTION
                  and clustered_fraction <= FLIP_MAX_CLUSTERED and piled <= FLIP_MAX_PILED)

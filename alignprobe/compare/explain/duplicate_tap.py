@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, choice_columns, rel_rms, row_sums, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, choice_columns, rel_rms, row_sums, scored
 from alignprobe.compare.result import ExplanationFit
 
 
 EXACT = 1e-6  # rel-RMS between two copies of one tensor: float32 rounding of the same values, at most
 
 
-class DuplicateTap:
+class DuplicateTap(Explanation):
     name = "duplicate_tap"
     complexity = 1
+    code = "duplicate_tap"
+    from_serve = True
+    fix = ('Give the engine every layer id training used, each once: one aux id is repeated (or clamped to a '
+           'neighbour) and another layer is never captured.')
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         k = rows.serve.shape[1]
@@ -56,3 +60,6 @@ class DuplicateTap:
         limit = (2 * EXACT) ** 2 * float(np.sum(rows.serve_squares(j)[rows.fit], dtype=np.float64))
         return any(float(np.sum(row_sums(some[:, o] - some[:, j]), dtype=np.float64)) <= limit
                    for o in range(some.shape[1]) if o != j)
+
+
+EXPLANATION = DuplicateTap()

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, scored
 from alignprobe.compare.result import ExplanationFit
 
 MIN_ROWS = 8  # held-out rows from shorter samples, at least, for the score to mean anything
 
 
-class EndAlignedRows:
+class EndAlignedRows(Explanation):
     name = "end_aligned_rows"
     complexity = 3  # as row_shift: a shift per sample that nothing fitted chooses
+    code = "row_shift"
+    fix = ("The serve rows are the sample's LAST states given its first tokens' ids (serve row i is train row i+d, d "
+           "the train sample's length minus the serve one's): an engine with chunked prefill that returns only the "
+           "last chunk (SGLang: --chunked-prefill-size -1), and a capture that truncates the token ids to the rows "
+           "it got. The capture should place the rows it got at their positions and mark the sample short.")
+    tried_where_identity_fits = False  # where identity fits, the rows are in place
+    narrower_than = ("displaced_rows",)  # one shift a sample, which displaced_rows' runs would blur
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -40,3 +47,6 @@ class EndAlignedRows:
                       f"serve row i is train row i+d of the same sample ({rows.label(key)}), d the train sample's "
                       f"length minus the serve one's ({len(offsets)} samples, d from {min(offsets.values())} to "
                       f"{max(offsets.values())}): the serve rows are the sample's last ones, given its first tokens' ids")
+
+
+EXPLANATION = EndAlignedRows()

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, RowFit, choice_columns, row_sums, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, RowFit, choice_columns, row_sums, scored
 from alignprobe.compare.explain.row_shift import rows_at
 from alignprobe.compare.result import ExplanationFit
 
 
-class ForeignRows:
+class ForeignRows(Explanation):
     name = "foreign_rows"
     complexity = 4
+    code = "foreign_rows"
+    narrower_than = ("displaced_rows",)
+    fix = ('Rows belong to another request: the capture mixes up the order of a batch (request ids against '
+           'the batch order), returns stale rows of the previous request, or keeps padding rows of a padded '
+           'batch. Capture one request at a time to confirm, then fix the request-to-row bookkeeping.')
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -168,6 +173,9 @@ class ForeignRows:
         if den <= 0 or np.sqrt(np.sum((out[judged] - b[judged]) ** 2, dtype=np.float64) / den) > rows.tolerance:
             return None
         return out
+
+
+EXPLANATION = ForeignRows()
 
 
 # Not every pad row is flagged: at some positions a pad state lies within the tolerance of the real

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from alignprobe.compare.explain.base import ExplainRows, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, scored
 from alignprobe.compare.result import ExplanationFit
 
 
-class Identity:
+class Identity(Explanation):
     name = "identity"
     complexity = 0
+    judged = True
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         key = rows.expected[j]
@@ -18,3 +19,6 @@ class Identity:
         return scored(self.name, self.complexity, rows, rows.train[key], rows.serve[:, j],
                       {"hf_index": key[0], "label": label}, f"serve = train {label}, as expected",
                       measured=rows.as_is(key, j))
+
+
+EXPLANATION = Identity()

@@ -15,17 +15,49 @@ and the expected one at 0.32).
 
 from __future__ import annotations
 
-from alignprobe.compare.explain.base import ExplainRows, choice_columns, rel_rms, scored
+from alignprobe.compare.diagnoses.engine_fix import offset_fix
+from alignprobe.compare.explain.base import ExplainRows, Explanation, Named, Naming, choice_columns, evidence_of, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
 
 
+WRONG_TAPS_FIX = ("Set the engine's aux layer ids to the ones the drafter was trained on, in the drafter config "
+                  "(eagle_aux_hidden_state_layer_ids) and the engine's capture list.")
 # an offset under drift must leave at most this fraction of the expected index's held-out rel-RMS
 DRIFT_CLEARLY_BETTER = 0.8
 
 
-class IndexOffset:
+class IndexOffset(Explanation):
     name = "index_offset"
     complexity = 2
+
+    def names(self, group: list, naming: Naming) -> Named:
+        """A layer offset (one shift for every slice), wrong taps (shifts that differ, or some slices in
+        place), or the final state in its other final-norm form (a shift of 0)."""
+        explained = naming.explained
+        shifts = {e.winner.params["offset"] for e in group}
+        measured = {e.serve_slice: e.winner.params["measured"] for e in group}
+        labels = [measured.get(e.serve_slice, e.label) for e in explained]
+        expected = [e.label for e in explained]
+        evidence = evidence_of(group)
+        if shifts == {0}:  # the same HF index in its other final-norm form: pair with the one it equals
+            title = (f"the serve final state is {labels[-1]}, the other form of HF[{naming.num_layers}] than expected "
+                     f"({explained[-1].label}); compared with the one it equals")
+            fix = ("Nothing to fix when the drafter does not read this state; otherwise capture both sides at the "
+                   "same side of the final norm.")
+            severity = "info" if naming.drafter_reads_aux and naming.role == "final" else None
+            return Named("final_norm_mismatch", fix, severity=severity, title=title, evidence=evidence)
+        if len(shifts) == 1 and len(group) == len(explained):
+            shift = shifts.pop()
+            fix, cause = offset_fix(shift, naming.expected_hf, naming.serve_provenance, naming.train_provenance)
+            basis = sorted({e.winner.params.get("basis", "measured") for e in group})
+            evidence.update(shift=shift, convention=cause, conventions=[cause], basis=basis, measured=labels,
+                            expected=expected)
+            title = (f"layer offset {shift:+d}: the serve side captured {', '.join(labels)} where training used "
+                     f"{', '.join(expected)}" + _claims_note(group, basis))
+            return Named("layer_offset", fix, title=title, evidence=evidence)
+        evidence.update(measured=labels, expected=expected, deltas=[e.winner.params.get("offset", 0) for e in explained])
+        title = f"wrong taps: the serve side captured {', '.join(labels)} where training used {', '.join(expected)}"
+        return Named("wrong_taps", WRONG_TAPS_FIX, title=title, evidence=evidence)
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         expected = rows.expected[j]
@@ -117,3 +149,15 @@ class IndexOffset:
                     f"states are not {rows.label(expected)}; no serve slice claims a layer the train dump holds, "
                     "so the claims could not be checked",
         )
+
+
+EXPLANATION = IndexOffset()
+
+
+def _claims_note(offsets: list, basis: list[str]) -> str:
+    if "claims" not in basis:
+        return ""
+    if any(e.winner.params.get("unverified") for e in offsets):
+        return (" (from both sides' claims alone: the train dump holds none of the layers the serve side claims, "
+                "so no slice could be checked; capture the train side with every layer to measure it)")
+    return " (inferred from both sides' claims and the slices that match exactly)"

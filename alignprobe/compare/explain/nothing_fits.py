@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import math
 
-from alignprobe.compare.explain.base import ExplainRows
+from alignprobe.compare.explain.base import ExplainRows, Explanation
 from alignprobe.compare.result import ExplanationFit
 
 
-class NothingFits:
+class NothingFits(Explanation):
     name = "nothing_fits"
     complexity = 99
+    code = "unexplained"
+    defers_to_mapping = True
+    predicts_as_identity = True
+    fix = ('The states are no transform of any train state we know: another model or revision, a broken '
+           'capture, or a train dump that lacks the layer (capture it with every layer to widen the search). '
+           'Check that both sides run the same checkpoint.')
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         return ExplanationFit(
@@ -21,3 +27,6 @@ class NothingFits:
             held_out_cosine=math.nan, fit_rel_rms=math.nan, held_out_rows=int(rows.held_out.sum()),
             params={}, summary="no explanation fits within the tolerance: the states differ from every train state",
         )
+
+
+EXPLANATION = NothingFits()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import LARGEST_FITTED, ExplainRows, scored
+from alignprobe.compare.explain.base import LARGEST_FITTED, ExplainRows, Explanation, scored
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -33,9 +33,14 @@ READINGS = {"bfloat16 read as float16": bfloat16_read_as_float16,
             "float16 read as bfloat16": float16_read_as_bfloat16}
 
 
-class Reinterpreted:
+class Reinterpreted(Explanation):
     name = "reinterpreted"
     complexity = 3
+    code = "dtype_misread"
+    tried_where_identity_fits = False
+    fix = ("The serve values are the right numbers' bits read in another 16-bit dtype (bfloat16 as float16, "
+           "or the reverse): the capture took the engine's raw buffer in the dtype it expected. Read it in "
+           "the dtype the engine ran in (the server's --dtype); the states themselves are right.")
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -57,3 +62,6 @@ class Reinterpreted:
         _, reading, predicted = best
         return scored(self.name, self.complexity, rows, predicted, b, {"reading": reading, "hf_index": key[0]},
                       f"serve = train {rows.label(key)} with its {reading}")
+
+
+EXPLANATION = Reinterpreted()

@@ -4,13 +4,16 @@ difference of neighbouring HF states (HF[i] - HF[i-1]), where the engine keeps t
 
 from __future__ import annotations
 
-from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
 
 
-class ResidualSplit:
+class ResidualSplit(Explanation):
     name = "residual_split"
     complexity = 4
+    code = "residual_split"
+    fix = ("The engine captured the layer's hidden output without the residual added (fused add-norm keeps "
+           'them apart): capture hidden_states + residual.')
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         key = rows.expected[j]
@@ -27,3 +30,6 @@ class ResidualSplit:
         return scored(self.name, self.complexity, rows, split[best], b,
                       {"hf_index": best, "minus_hf_index": best - 1},
                       f"serve = HF[{best}] - HF[{best - 1}]: layer {best - 1}'s output without the residual")
+
+
+EXPLANATION = ResidualSplit()

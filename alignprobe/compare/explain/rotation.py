@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, rel_rms, scored
 from alignprobe.compare.explain.span_rotation import SpanMap
 from alignprobe.compare.result import ExplanationFit
 
@@ -19,9 +19,14 @@ MIN_SPAN_ROWS = 16  # fit rows and held-out rows, each, for the span test to mea
 ISOMETRY_DEFECT = 0.5
 
 
-class Rotation:
+class Rotation(Explanation):
     name = "rotation"
     complexity = 7
+    code = "rotated"
+    transform = True
+    tried_where_identity_fits = False
+    fix = ('The serve states are a rotation of the training ones (QuaRot / SpinQuant rotations folded into '
+           "one side's weights): capture training from the rotated model, or un-rotate before the drafter.")
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -110,6 +115,9 @@ class Rotation:
                             else "; not named: drift of that size would pass this test too" if null <= rows.tolerance
                             else f"; not named: the map is {defect:.2g} from an isometry, no rotation")
         return out
+
+
+EXPLANATION = Rotation()
 
 
 def span_predicted(a: np.ndarray, b: np.ndarray, fit: np.ndarray,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, RowFit, choice_columns, rel_rms, row_sums, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, RowFit, choice_columns, rel_rms, row_sums, scored
 from alignprobe.compare.result import ExplanationFit
 
 MAX_SHIFT = 8
@@ -16,9 +16,14 @@ def rows_at(rows: ExplainRows, sample: np.ndarray, position: np.ndarray) -> np.n
     return rows.rows_at(sample, position)
 
 
-class RowShift:
+class RowShift(Explanation):
     name = "row_shift"
     complexity = 3
+    code = "row_shift"
+    narrower_than = ("displaced_rows",)
+    fix = ('The engine returns each state one position off although the token ids agree: check how the '
+           'capture slices the prefill output (a dropped BOS row, an off-by-one in the extend offsets, '
+           'chunked prefill).')
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -55,6 +60,9 @@ class RowShift:
         return scored(self.name, self.complexity, rows, None, None, params,
                       f"serve row i is train row i{shift:+d} of the same sample ({rows.label(key)}), tokens identical",
                       fit_mask=rows.fit[usable], measured=shifted.scores(rows.fit[usable]))
+
+
+EXPLANATION = RowShift()
 
 
 def _as_slices(source: np.ndarray, usable: np.ndarray, shift: int) -> tuple[slice | None, slice | None, np.ndarray]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, scored
 from alignprobe.compare.result import ExplanationFit
 
 # Values at the largest magnitude (within AT_LIMIT of it), at least this many and this share of the fit
@@ -22,9 +22,14 @@ MIN_AT_LIMIT_FRACTION = 1e-3
 AT_LIMIT = 1e-3
 
 
-class Saturated:
+class Saturated(Explanation):
     name = "saturated"
     complexity = 5
+    code = "saturated"
+    fix = ('Values are clipped at +-limit: the serve side casts or stores the states in a narrow format (FP8 '
+           'E4M3 saturates at 448) without a scale that fits their range, or with one calibrated on smaller '
+           "states. Store them with a per-tensor or per-row scale (as speculators' FP8 connector writes "
+           'hidden_states_scales), or in bfloat16.')
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -45,3 +50,6 @@ class Saturated:
         return scored(self.name, self.complexity, rows, np.clip(a, -limit, limit), b, params,
                       f"serve = train {rows.label(key)} clipped at +-{stored_limit:.4g} ({at_limit} fit values at the limit, "
                       f"{beyond:.2%} of train values beyond it)")
+
+
+EXPLANATION = Saturated()

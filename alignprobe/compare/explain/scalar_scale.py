@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, scored
+from alignprobe.compare.explain.base import ExplainRows, Explanation, scored
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -20,9 +20,15 @@ def known_factor(factor: float, hidden_size: int) -> str:
     return ""
 
 
-class ScalarScale:
+class ScalarScale(Explanation):
     name = "scalar_scale"
     complexity = 5
+    code = "scale_mismatch"
+    judged = True
+    transform = True
+    tried_where_identity_fits = False
+    fix = ('A scale applied on one side only: an embedding multiplied by sqrt(H), a residual multiplier, a '
+           'dequantization scale left out. Find where one side multiplies.')
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         pair = rows.expected_pair(j)
@@ -37,3 +43,6 @@ class ScalarScale:
         return scored(self.name, self.complexity, rows, factor * a, b,
                       {"factor": factor, "known_as": named, "hf_index": key[0]},
                       f"serve = {factor:.4g} x train {rows.label(key)}" + (f" ({named})" if named else ""))
+
+
+EXPLANATION = ScalarScale()
