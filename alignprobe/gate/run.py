@@ -118,7 +118,8 @@ def write_gate_error(config: GateConfig, message: str, code: int, extra_inputs: 
     from alignprobe.errors import AlignprobeError
     from alignprobe.report.error_outputs import write_error_outputs
     from alignprobe.report.writer import HTML_NAME, JSON_NAME as REPORT_JSON_NAME
-    from alignprobe.safe_paths import refuse_overlap, refuse_unusable_name, replaceable_by_json
+    from alignprobe.safe_json import replaceable_by_json
+    from alignprobe.safe_paths import refuse_overlap, refuse_unusable_name
 
     inputs = {**input_paths(config), **(extra_inputs or {})}
     outputs = output_paths(config)
