@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-NOTEBOOK = os.path.join(os.path.dirname(__file__), "..", "notebooks", "investigate.ipynb")
+NOTEBOOK = os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "investigate.ipynb")
 
 
 def _outputs(nb):

@@ -1,10 +1,10 @@
 """A pytest plugin that re-runs the held-out diagnosis suites on other seeds, depths and widths, so that
 what they check is seen to hold beyond the models they were written on (no threshold is tuned to them):
 
-    PYTHONPATH=tests ALIGNPROBE_HOLDOUT_VARIANT=a pytest -m slow -p holdout_variants \\
-        tests/test_diagnosis_holdout.py tests/test_diagnosis_holdout2.py tests/test_diagnosis_holdout3.py
+    PYTHONPATH=tests/cases:tests/helpers ALIGNPROBE_HOLDOUT_VARIANT=a pytest -m slow -p holdout_variants \\
+        tests/cases/test_holdout1.py tests/cases/test_holdout2.py tests/cases/test_holdout3.py
 
-(variants a, b, c; PYTHONPATH=tests: pytest imports a -p plugin before it puts tests/ on sys.path). Not run by CI: each
+(variants a, b, c; PYTHONPATH: pytest imports a -p plugin before it applies the ini's pythonpath). Not run by CI: each
 variant trains its own models (~5-8 min on 2 cores). A few assertions name the explanation that must
 win (displaced_rows against foreign_rows, say), which two explanations of one cause may share on
 other models: a failure there is read, not fixed blindly.

@@ -17,7 +17,7 @@ from alignprobe.cli.main import cli
 from alignprobe.findings import render
 from alignprobe.report.load import load_result
 
-OLD = pathlib.Path(__file__).parent / "data" / "result_main_863af76.json"
+OLD = pathlib.Path(__file__).parents[1] / "helpers" / "data" / "result_main_863af76.json"
 
 
 def test_an_old_result_loads_with_its_findings_and_numbers():

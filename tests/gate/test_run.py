@@ -21,7 +21,7 @@ from alignprobe.demo.tiny_models import synthetic_corpus
 from alignprobe.demo.tiny_tokenizer import save_tiny_model_dir
 from alignprobe.gate import config_from_dict, run_gate
 from fake_sglang import FakeOptions, FakeSGLang
-from test_vllm_probe import write_request
+from tests.probes.test_vllm_files import write_request
 
 N, H = 8, 64
 EAGLE3_IDS = [2, N // 2, N - 3]  # HF[2], HF[4], HF[5]: what the train side's eagle3_aux holds
@@ -150,7 +150,7 @@ def test_the_readme_gate_config_is_a_valid_config():
     import re
     import tomllib
 
-    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = re.search(r"```toml\n# gate.toml\n(.*?)```", readme, flags=re.S).group(1)
     config = config_from_dict(tomllib.loads(block), "/ci").validate()
     assert config.serve.source == "sglang_url" and config.junit == "/ci/alignprobe-gate/junit.xml"

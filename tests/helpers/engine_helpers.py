@@ -25,7 +25,7 @@ import httpx
 import numpy as np
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENVS = os.environ.get("ALIGNPROBE_ENGINE_VENVS") or os.path.join(REPO, ".engines")
 NUM_LAYERS, HIDDEN = 8, 256  # head_dim 64: a size vLLM's CPU attention takes
 DEFAULT_HF = [2, NUM_LAYERS // 2, NUM_LAYERS - 3]  # the EAGLE-3 training view capture hf writes: HF[2, 4, 5]

@@ -16,8 +16,8 @@ import pytest
 
 from bad_input_helpers import LoopbackServer, fingerprints
 from dump_helpers import H, claims, random_samples, write
-from test_bad_input_foreign import speculators_file
-from test_bad_input_wire import GOOD_ROWS, answering, send, sglang_answer
+from tests.contract.test_foreign import speculators_file
+from tests.contract.test_wire import GOOD_ROWS, answering, send, sglang_answer
 
 pytestmark = pytest.mark.slow  # a real process a case (about 2 s each)
 

@@ -22,10 +22,10 @@ import torch
 
 from alignprobe.dump import open_dump
 from alignprobe.gate import GateConfig
-from test_gate import EAGLE3_IDS, N, _gate, _write_config, model, model_dir, prompts  # noqa: F401 - fixtures
-from test_vllm_probe import write_request
+from tests.gate.test_run import EAGLE3_IDS, N, _gate, _write_config, model, model_dir, prompts  # noqa: F401 - fixtures
+from tests.probes.test_vllm_files import write_request
 
-FAKE_VLLM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_vllm")
+FAKE_VLLM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers", "fake_vllm")
 VLLM_IDS = EAGLE3_IDS + [N]  # the training view plus the pre-norm final: a correct setup
 
 

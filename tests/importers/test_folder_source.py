@@ -22,7 +22,7 @@ from alignprobe.errors import BadInput
 from alignprobe.importers import FolderSource, import_source, open_pair
 from alignprobe.probes.hf import capture_hf
 from alignprobe.probes.prompts import prompts_from_token_lists
-from test_importers import (  # noqa: F401 - fixtures used by name
+from tests.importers.test_importer import (  # noqa: F401 - fixtures used by name
     N,
     SPECFORGE_IDS,
     VLLM_IDS,

@@ -4,7 +4,7 @@ right layers (identity, or identity with numeric drift), never as a wrong cause.
 
 import pytest
 
-from test_importers import VLLM_IDS, hf_dump, model, token_lists, write_speculators_fp8  # noqa: F401 - fixtures
+from tests.importers.test_importer import VLLM_IDS, hf_dump, model, token_lists, write_speculators_fp8  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAYER_IDS_DOC = os.path.join(ROOT, "docs", "layer-ids.md")
 BEGIN, END = "<!-- generated from alignprobe/conventions.py: begin -->", "<!-- generated: end -->"
 EXAMPLE_LAYERS = 61  # DeepSeek-V3, Kimi-K2 / K2.5: the models the serving docs are written for
@@ -246,7 +246,6 @@ def test_the_training_set_route_runs_as_written(tmp_path):
     tokens with --tokens-from; compare passes. A draft config one layer deep (3,4,5) fails."""
     import torch
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from fake_sglang import FakeOptions, FakeSGLang
 
     from alignprobe.demo.tiny_models import synthetic_corpus, tiny_deepseek_v3

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from alignprobe.cli.main import cli
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_commands():
