@@ -1,6 +1,6 @@
 """The drift-to-accept-length table of docs/accept.md: predicted AL per serving drift, tiny trained target.
 
-Uses the fixture of the accept tests (tests/accept_validation.py: a tiny byte-level Llama target and
+Uses the fixture of the accept tests (tests/helpers/accept_validation.py: a tiny byte-level Llama target and
 an EAGLE-3 drafter trained on its states; built into ROOT/fixture, or reused from there). The train
 dump is the fp32 capture of the given sequences at the drafter's taps; each row's serve dump applies
 one drift: the target run in bf16 / fp16, its weights fake-quantized (alignprobe/quant.py: fp8, int8,
@@ -8,7 +8,7 @@ int4 group 128), bf16 kernel noise (the target in bf16 at batch 1; against the s
 shifted by +-1, the final state only, each tapped state rotated by a seeded random orthogonal matrix.
 Per row: compare's drift on the aux stream (worst slice rel-RMS, cosine p1) and accept's prediction.
 
-    python benchmarks/accept_drift_table.py ROOT [--vllm vllm.json]   # vllm.json: tests/test_accept_vllm.py ROOT output
+    python benchmarks/accept_drift_table.py ROOT [--vllm vllm.json]   # vllm.json: tests/engines/test_accept_vllm.py ROOT output
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def serve_dump(name, model, sequences, root, clean_train_bf16):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("root")
-    parser.add_argument("--vllm", help="JSON from tests/test_accept_vllm.py ROOT: measured beside predicted")
+    parser.add_argument("--vllm", help="JSON from tests/engines/test_accept_vllm.py ROOT: measured beside predicted")
     parser.add_argument("--prompts", type=int, default=8)
     args = parser.parse_args()
     torch.set_num_threads(2)

@@ -181,7 +181,7 @@ class ExplainSamples:
         # hit's, left as the buffer's zeros) are no state to explain: `degenerate` names them. Fitted,
         # they made a cause of their own: the rmsnorm form of channel_scale rescales to the serve row's
         # norm, so it "predicts" a zero row exactly, and foreign_rows took zero rows alike across
-        # samples for padding (tests/holdout3_cases.py prefix_zeros: channel_scale / foreign_rows named
+        # samples for padding (tests/cases/holdout3_cases.py prefix_zeros: channel_scale / foreign_rows named
         # on a Llama and a DeepseekV3 whose other rows were exact).
         finite &= ~(served.max(axis=2) == served.min(axis=2)).any(axis=1)
         if not finite.all():  # the rare case: copies without the non-finite (or degenerate) rows

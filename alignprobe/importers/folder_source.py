@@ -4,7 +4,7 @@
 written, and read again (0.20x of a raw read of the same files on the GPU host, issue 15). This
 serves the comparer's reads straight from the files, with what an import would have written:
 the same claims, sample ids, kept rows (right padding dropped) and stored bits (``to_storage`` of
-the same tensors), so a comparison gives the same result either way (tests/test_folder_source.py).
+the same tensors), so a comparison gives the same result either way (tests/importers/test_folder_source.py).
 
 Opening reads the plan (the first file) and the token ids of every file (a mapped ``torch.load`` or
 safetensors reads just those bytes). States are read on demand, each read copied into a new array:

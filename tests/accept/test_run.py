@@ -1,7 +1,7 @@
 """The prediction from the dumps against a reference speculative-decoding loop on the same prompts.
 
 A tiny byte-level Llama target and an EAGLE-3 drafter trained briefly on its own states
-(alignprobe.demo.tiny_drafter, seeded); the reference loop (tests/accept_reference.py) decodes
+(alignprobe.demo.tiny_drafter, seeded); the reference loop (tests/helpers/accept_reference.py) decodes
 greedily with chains of 3 drafts, clean and with the serving faults. The dumps hold the sequences
 it generated; alignprobe.accept must predict its accept length, per draft position and in total,
 within three standard errors of the loop's own mean (the spread of accepted tokens per draft).

@@ -1,5 +1,5 @@
-"""A second held-out set of diagnosis cases, built apart from tests/holdout_cases.py and
-tests/explain_dumps.py, from the failure shapes of public engine reports (SGLang, vLLM, SpecForge,
+"""A second held-out set of diagnosis cases, built apart from tests/cases/holdout_cases.py and
+tests/helpers/explain_dumps.py, from the failure shapes of public engine reports (SGLang, vLLM, SpecForge,
 speculators threads; listed in docs/findings.md, "Held-out cases"), on other models, seeds, depths,
 widths, prompt lengths and batch sizes than any other test uses:
 

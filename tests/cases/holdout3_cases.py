@@ -1,5 +1,5 @@
-"""A third held-out set of diagnosis cases, built apart from tests/holdout_cases.py and
-tests/holdout2_cases.py, with failure shapes neither of those covers (chunked prefill, prefix
+"""A third held-out set of diagnosis cases, built apart from tests/cases/holdout_cases.py and
+tests/cases/holdout2_cases.py, with failure shapes neither of those covers (chunked prefill, prefix
 caching, BOS or chat template on one side, the aux concat permuted or with a fourth slice, the final
 norm on every aux slice, bf16 bits read as fp16, FP8 without a scale, a tensor-parallel gather in the
 wrong rank order; the reports are cited in docs/findings.md, "Held-out cases"), on models, depths,

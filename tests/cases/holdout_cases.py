@@ -1,4 +1,4 @@
-"""Diagnosis cases built apart from tests/explain_dumps.py, the way real engines fail, on models the
+"""Diagnosis cases built apart from tests/helpers/explain_dumps.py, the way real engines fail, on models the
 explanation tests never use: a Llama of 10 layers (H=96) and a DeepseekV3 (MLA + MoE) of 8, each
 trained for 40 steps, so that deep neighbouring layers differ by LESS than the drift tolerance (a
 measured rel-RMS of 0.05 between HF[6] and HF[5], under drift_fail 0.07): the regime of a real

@@ -1,4 +1,4 @@
-"""The diagnosis on cases built apart from the explanation tests (tests/holdout_cases.py): other
+"""The diagnosis on cases built apart from the explanation tests (tests/cases/holdout_cases.py): other
 models, seeds and depths, trained until deep neighbouring layers differ by less than the drift
 tolerance. Each case must be named by its cause, and never by a confident wrong one."""
 

@@ -1,4 +1,4 @@
-"""The diagnosis on a second held-out set (tests/holdout2_cases.py): failure shapes from public engine
+"""The diagnosis on a second held-out set (tests/cases/holdout2_cases.py): failure shapes from public engine
 reports, planted on models, depths, widths, prompt lengths and batch sizes no other test uses. Each
 case must be named by its cause, with the fix of the engine that produced it, and never by a
 confident wrong one; a clean pair passes with nothing above info."""

@@ -1,4 +1,4 @@
-"""The diagnosis on a third held-out set (tests/holdout3_cases.py): chunked prefill, prefix caching,
+"""The diagnosis on a third held-out set (tests/cases/holdout3_cases.py): chunked prefill, prefix caching,
 tokens on one side only, the aux concat permuted or widened, the final norm on every aux slice, bf16
 bits read as fp16, FP8 without a scale, a tensor-parallel gather out of rank order; on models, depths,
 widths and seeds no other test uses. Each case is named by its cause, or said to be unexplained, never

@@ -1,4 +1,4 @@
-"""The diagnosis on a fourth held-out set (tests/holdout4_cases.py): serve rows past the prompt (decode
+"""The diagnosis on a fourth held-out set (tests/cases/holdout4_cases.py): serve rows past the prompt (decode
 steps, a rejected draft token), another revision or a fine-tune of the target, a pruned model, an
 embedding multiplier, L2-normalised or LayerNorm-centred rows, fp16 overflow, an FP8 KV cache, sliding
 window attention on one side, a missing tensor-parallel all-reduce, chunked prefill's last chunk at the

@@ -1,7 +1,7 @@
 """The docs hold what the code does: links resolve, the layer-id tables come from conventions.py,
 every `alignprobe ...` command names options its subcommand has, and the large-model route runs.
 
-``python tests/test_docs.py`` rewrites the generated block of docs/layer-ids.md from
+``python tests/docs/test_docs.py`` rewrites the generated block of docs/layer-ids.md from
 alignprobe/conventions.py; the test below fails whenever the two differ.
 """
 
@@ -88,7 +88,7 @@ def test_the_layer_id_example_is_what_conventions_py_computes():
     with open(LAYER_IDS_DOC, encoding="utf-8") as fh:
         text = fh.read()
     assert generated_part(text) == conventions_block(), (
-        "docs/layer-ids.md is out of date with alignprobe/conventions.py: run `python tests/test_docs.py`"
+        "docs/layer-ids.md is out of date with alignprobe/conventions.py: run `python tests/docs/test_docs.py`"
     )
 
 

@@ -70,7 +70,7 @@ def test_faults_cost_and_are_explained(table):
     assert table["late_taps"]["predicted_al"] < clean - 0.2
 
 
-if __name__ == "__main__":  # python tests/test_accept_vllm.py ROOT: the docs/accept.md table as JSON
+if __name__ == "__main__":  # python tests/engines/test_accept_vllm.py ROOT: the docs/accept.md table as JSON
     import sys
 
     print(json.dumps(predicted_and_measured(sys.argv[1]), indent=1))

@@ -1,5 +1,5 @@
 """``alignprobe gate`` end to end: capture hf on a model folder, the serve side from the loopback SGLang
-server (tests/fake_sglang.py) or from vLLM connector files, compare, report, JUnit, exit code.
+server (tests/helpers/fake_sglang.py) or from vLLM connector files, compare, report, JUnit, exit code.
 
 The expectations come from SGLang's and vLLM's layer conventions (CONVENTIONS.md), not from the gate:
 default EAGLE-3 ids need no offset (PASS), draft ids written in HF numbering land one layer deeper in

@@ -3,7 +3,7 @@ own Python), the checks it makes before any capture, and what it leaves behind o
 
 The vLLM stand-ins speak vLLM's interfaces, not the gate's: the server answers ``/health`` and
 ``/v1/completions`` as speculators' vllm_client.py reads them (test_vllm_probe.py), and offline vLLM
-is a ``vllm`` package (tests/fake_vllm) behind a Python of its own, the driver run in it unchanged.
+is a ``vllm`` package (tests/helpers/fake_vllm) behind a Python of its own, the driver run in it unchanged.
 Where the real engine is installed, test_engine_vllm.py runs the same paths against it.
 """
 

@@ -103,7 +103,7 @@ def capture(model, sequences: list[list[int]], path: str, case: dict) -> str:
 
 def vllm_python() -> str | None:
     """The vLLM venv's python, where the engine tests keep it ($ALIGNPROBE_ENGINE_VENVS/vllm, default
-    <repo>/.engines/vllm; tests/engine_helpers.py), or None when absent."""
+    <repo>/.engines/vllm; tests/helpers/engine_helpers.py), or None when absent."""
     venvs = os.environ.get("ALIGNPROBE_ENGINE_VENVS") or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".engines")
     venv = os.path.join(venvs, "vllm")
     python = os.path.join(venv, "bin", "python")

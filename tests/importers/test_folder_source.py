@@ -1,6 +1,6 @@
 """A foreign folder read in place (alignprobe/importers/folder_source.py) gives what an import gives.
 
-The folders are the importer tests' real layouts written from a tiny model (tests/test_importers.py
+The folders are the importer tests' real layouts written from a tiny model (tests/importers/test_importer.py
 has the writers and the sources they follow): SpecForge with ``.ckpt`` and ``.ckpt.gz`` files and
 right padding, speculators float32 with the pre-norm final, FP8 with per-token scales, and three
 slices. Each is compared with an HF capture twice, once read in place and once imported first

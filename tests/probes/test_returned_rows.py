@@ -1,6 +1,6 @@
 """NaN/Inf rows and short rows from a server: capture keeps and marks them, compare says where they are.
 
-The server is the loopback SGLang (tests/fake_sglang.py): it writes NaN as null (as SGLang's orjson
+The server is the loopback SGLang (tests/helpers/fake_sglang.py): it writes NaN as null (as SGLang's orjson
 does), and its radix cache returns the uncached suffix only. Expectations come from the planted
 positions and the tiny model's own forward, never from the probe.
 """

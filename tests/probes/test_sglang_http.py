@@ -1,4 +1,4 @@
-"""The SGLang probe against a loopback server that speaks SGLang's wire format (tests/fake_sglang.py).
+"""The SGLang probe against a loopback server that speaks SGLang's wire format (tests/helpers/fake_sglang.py).
 
 Expectations come from the tiny model itself (forward_states, HF indices picked by hand from the
 SGLang source's rules) or from an HF-side capture of the same prompts, never from the probe.
@@ -273,7 +273,7 @@ def test_timeouts_are_retried_with_a_bound(model, train_dump, tmp_path):
 
 def test_radix_cache_short_rows_are_kept_at_their_positions_and_marked(model, prompts, tmp_path):
     # s5 shares its first 9 tokens with s0: a radix-cache hit returns rows for the suffix only; the
-    # capture keeps them at positions 9-11 and marks the sample (tests/test_bad_rows.py: the comparison)
+    # capture keeps them at positions 9-11 and marks the sample (tests/probes/test_returned_rows.py: the comparison)
     shared = prompts + [Prompt("s5", prompts[0].token_ids[:9] + [1, 2, 3])]
     out = tmp_path / "serve.h5"
     with FakeSGLang(model, tmp_path, FakeOptions("EAGLE3", radix_cache=True)) as server:

@@ -87,7 +87,7 @@ def numeric_findings(comparison: StreamComparison, slice_ok: list[bool], policy:
             )
             if not within and "weights" not in expected["setting"]:  # no weight quantization recorded
                 # Both sides' recorded precision explains far less than this, so "another precision" is
-                # not the cause to send a team after: on tests/holdout4_cases.py a missing tensor-parallel
+                # not the cause to send a team after: on tests/cases/holdout4_cases.py a missing tensor-parallel
                 # all-reduce (bf16 both sides, rel-RMS 0.47) and another revision of the weights were
                 # numeric_drift with the precision fix. Name the computation first, precision last.
                 fix = ("The mapping is right but the numbers differ by more than the recorded precision explains: "
@@ -202,7 +202,7 @@ def _scale_settled(comparison: StreamComparison, explained: list[SliceExplanatio
     default), more than the drift_fail_rel_rms identity fits within (0.07): the two disagree only where
     the pass's rows differ from the explanations', i.e. degenerate rows (all zero: a prefix-cache hit's
     rows never computed), which the explanations leave out and `degenerate` names. Their zeros pulled
-    the norm ratio to x0.75 on tests/holdout3_cases.py prefix_zeros, a scale_mismatch of a slice whose
+    the norm ratio to x0.75 on tests/cases/holdout3_cases.py prefix_zeros, a scale_mismatch of a slice whose
     other rows were exact."""
     if not policy.drift_fail_rel_rms < policy.scale_tolerance / (1 + policy.scale_tolerance):
         return set()  # a policy whose tolerances allow both: each finding speaks for itself

@@ -18,7 +18,7 @@ def _other_context(shift: Finding) -> Note:
     """Where the token ids are shifted (a BOS, a system prefix or a chat template on one side only), every
     aligned row was computed on another context (its attention saw one prefix token more or less), so
     the states differ whatever the capture did: the drift or unexplained findings say that the token
-    shift comes first, not a cause of their own. Measured on tests/holdout3_cases.py no_bos: a BOS on
+    shift comes first, not a cause of their own. Measured on tests/cases/holdout3_cases.py no_bos: a BOS on
     the train side only leaves rel-RMS 0.06-0.08 on a 7-layer Llama (numeric_drift, "MORE than that
     setting explains") and 0.23-0.33 on a 9-layer DeepseekV3 (unexplained)."""
     samples = shift.evidence.get("samples")
@@ -39,7 +39,7 @@ def _later_rows(padding: Finding) -> Note:
     of LATER positions given the first tokens' ids: a capture of a chunked prefill that keeps only the
     last chunk and truncates the token ids to the rows it got. The explanations read only the common
     token part, so they cannot test that; the drift / unexplained findings say so instead of standing
-    as a cause of their own. Measured on tests/holdout3_cases.py and tests/holdout4_cases.py
+    as a cause of their own. Measured on tests/cases/holdout3_cases.py and tests/cases/holdout4_cases.py
     chunk_last_at_start: numeric_drift on a 7-layer Llama, unexplained on the DeepseekV3s and a Qwen3."""
     samples = padding.evidence["sides"]["train"]
     return Note("serve_samples_shorter", {"serve_samples_shorter": samples},

@@ -7,7 +7,7 @@ forms are fitted on the fit rows and the better one kept:
   (the serve row's own norm restores the magnitude, so this one is scored on direction and shape);
 - ``layernorm``: the same after each train row's mean is taken out (LayerNorm's centring, no bias
   fitted): a LayerNorm-style norm on one side, which the rmsnorm form misses by the rows' mean (it
-  left 0.08-0.12 held-out rel-RMS on a trained Qwen3 and DeepseekV3, tests/holdout4_cases.py
+  left 0.08-0.12 held-out rel-RMS on a trained Qwen3 and DeepseekV3, tests/cases/holdout4_cases.py
   "layernorm_centred", above the 0.07 the policy allows).
 """
 

@@ -78,7 +78,7 @@ class DisplacedRows(Explanation):
                     # reading is foreign_rows'): at any offset, a search over every run of every sample
                     # found look-alikes on a tiny Llama whose synthetic corpus repeats n-grams across
                     # samples (a last chunk whose real rows were not read fitted another sample's run
-                    # at 0.061, under the tolerance: tests/holdout3_cases.py chunk_last_at_start).
+                    # at 0.061, under the tolerance: tests/cases/holdout3_cases.py chunk_last_at_start).
                     offsets = rows.position[theirs] - pos[0] if t == s else np.zeros(1, dtype=np.int64)
                     at = pos[:, None] + offsets[None, :]
                     inside = (at >= 0) & (at < len(column))
@@ -96,7 +96,7 @@ class DisplacedRows(Explanation):
         # where the next or the previous fit run of its sample (two runs away) has the same one. A state
         # that merely looks like another position's (a synthetic corpus repeating n-grams inside a
         # sample, a RoPE base that differs) picks a different offset run by run: on the 10-layer Llama
-        # of tests/holdout_cases.py a RoPE base change was named row_shift before this.
+        # of tests/cases/holdout_cases.py a RoPE base change was named row_shift before this.
         for r in list(source):
             t, o, total = source[r]
             own = int(rows.sample[np.flatnonzero(run == r)[0]])

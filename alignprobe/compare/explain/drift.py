@@ -34,7 +34,7 @@ FLIP_MAX_CLUSTERED = 0.5  # scattered: at most half of them next to another outl
 # Not piled up where a capture goes wrong: a router flips tokens wherever they fall, while a capture
 # that mishandles a row does it at the same place in every sample (its first row, its last). Planted
 # on the tiny DeepseekV3: every sample's last row perturbed at rel-RMS 0.3 came out as "flips" (PASS)
-# before this (tests/test_explain_flips.py); routing flips measured above put at most 2 outliers at
+# before this (tests/compare/explain/test_flips.py); routing flips measured above put at most 2 outliers at
 # one position of 12 prompts. (On a model capture hf knows is dense no outlier is a flip at all:
 # diagnoses/numeric.py discrete_flips.)
 FLIP_MAX_PILED = 0.5  # at most half of the outliers at one position, or at their samples' first/last rows

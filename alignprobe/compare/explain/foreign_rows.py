@@ -111,7 +111,7 @@ class ForeignRows(Explanation):
             # and was named foreign_rows. Padding rows have no source sample either: with padding alone,
             # leaving samples out had "explained" half the samples away (a serve side without the BOS
             # the train side has, and one whose values saturate in FP8: 4 of 8 samples left out, the
-            # early or large rows called padding; tests/holdout3_cases.py no_bos, fp8_saturated).
+            # early or large rows called padding; tests/cases/holdout3_cases.py no_bos, fp8_saturated).
             lost = []
             moved = {rows.sample_ids[s]: rows.sample_ids[t] for s, t in sources.items() if s != t}
         if not moved and padding is None:

@@ -58,7 +58,7 @@ class Rotation(Explanation):
         # span is then the whole space, or nearly) must itself be an isometry for the difference to be
         # a rotation. A depth-pruned Qwen3 (a layer dropped before the deepest tap: serve ~ (I - A) x)
         # fitted a "rotation" 0.12 from identity, scale 0.82, at held-out 0.039 with identity at 0.16
-        # (tests/holdout4_cases.py "pruned"); a planted rotation's map is an isometry to its noise.
+        # (tests/cases/holdout4_cases.py "pruned"); a planted rotation's map is an isometry to its noise.
         span = SpanMap(fa, fb)
         defect, span_distance = span.isometry_defect(), span.distance_from_identity()
         params["isometry_defect"], params["linear_map_distance_from_identity"] = defect, span_distance
@@ -84,7 +84,7 @@ class Rotation(Explanation):
         # The span test is nearly blind to plain drift: isotropic noise of rel-RMS eps keeps the inner
         # products of n << H rows up to O(eps^2) and reaches the span part only in part, so it scores
         # a fraction of eps as a rotation (0.25 to 0.6 of it, measured on the wide tiny models:
-        # tests/test_explain_wide.py), and that fraction shrinks as H grows past n. So a rotation is
+        # tests/compare/explain/test_wide_model.py), and that fraction shrinks as H grows past n. So a rotation is
         # named only where (1) the serve rows are farther from the train rows (after the best scalar)
         # than drift alone explains (explain_drift_rel_rms: else drift is the reading, and the test
         # cannot tell them apart), and (2) the test has the power to reject drift of the distance

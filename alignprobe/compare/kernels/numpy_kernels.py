@@ -29,7 +29,7 @@ def block_bytes_for(threads: int) -> int:
     arithmetic is split over the threads: with 8 threads on 16 cores, 8 MB blocks took the pass twice
     as long as 32 MB ones (benchmarks/results/compare_limits_h200_session6.txt: a 2.47 GB folder
     against its dump, warm, 5.51 s against 2.80 s). The block changes no result beyond the float64
-    rounding of the running sums (tests/test_compare_blocks.py)."""
+    rounding of the running sums (tests/compare/test_streaming.py)."""
     return DEFAULT_BLOCK_BYTES * max(1, threads // 2)
 
 

@@ -1,6 +1,6 @@
 """Isolated token outliers are named MoE routing flips (info) only where they can be: never on a model a
 capture knows to be dense, and never where they pile up at one place of every sample (a capture that
-mishandles its first or last row). Planted on the explanation dumps' clean pair (tests/explain_dumps.py)."""
+mishandles its first or last row). Planted on the explanation dumps' clean pair (tests/helpers/explain_dumps.py)."""
 
 from __future__ import annotations
 

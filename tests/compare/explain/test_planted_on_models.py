@@ -2,7 +2,7 @@
 named right with its fitted parameters; the clean pairs pass with nothing above info; the
 real-world pairs (speculators vs capture hf, SpecForge ids served by vLLM, swapped dumps, the same
 dump) give the right verdict and name. Expected values come from how each plant was built
-(tests/explain_dumps.py), never from the comparer."""
+(tests/helpers/explain_dumps.py), never from the comparer."""
 
 import numpy as np
 import pytest

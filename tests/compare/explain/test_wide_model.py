@@ -2,7 +2,7 @@
 than 2H (the full Procrustes is out of reach, as on a 7168-wide model): both named right on both tiny
 architectures with their parameters and held-out fit, per slice; the clean and float16 pairs pass
 with nothing above info; isotropic drift is drift (within explain_drift_rel_rms) or nothing (past
-it), never a rotation or a channel scale. Expected values come from the plants (tests/wide_dumps.py)."""
+it), never a rotation or a channel scale. Expected values come from the plants (tests/helpers/wide_dumps.py)."""
 
 import pytest
 

@@ -3,7 +3,7 @@ same state in every sample that holds it in one context: a massive activation) a
 fault and named as what they are; a clean set of such states gets no warning, and every planted
 fault is still found, the scaled sample named as the outlier.
 
-The states are a briefly trained tiny Llama's (tests/audit_datasets.py: trained_model_samples), one
+The states are a briefly trained tiny Llama's (tests/helpers/audit_datasets.py: trained_model_samples), one
 token of which carries a state ~4.5x the median wherever it sits; five samples share a prefix that
 holds it, as chat samples share a system prompt."""
 

@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "alignprobe"
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "alignprobe"
 
 
 def imported_names(path: pathlib.Path) -> set[str]:

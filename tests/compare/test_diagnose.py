@@ -9,7 +9,7 @@ from alignprobe.compare.explain import EXPLANATIONS, MODULES
 from alignprobe.compare.explain.base import Explanation
 from alignprobe.findings import codes_of
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "alignprobe" / "compare"
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "alignprobe" / "compare"
 CLASSES = sorted((PACKAGE / "diagnoses").glob("*.py")) + sorted((PACKAGE / "explain").glob("*.py"))
 
 
