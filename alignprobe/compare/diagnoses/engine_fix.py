@@ -1,4 +1,4 @@
-"""Fix texts that name the serve engine's own layer-id convention (shared/CONVENTIONS.md), from the
+"""Fix texts that name the serve engine's own layer-id convention (docs/layer-ids.md), from the
 serve dump's provenance: vLLM reads ``eagle_aux_hidden_state_layer_ids`` as HF[k]; SGLang adds 1 to
 explicit ids for llama-style models and, for deepseek_v2 / Kimi, only when the first id is 1. A
 vLLM capture is never blamed on SGLang, nor the reverse."""
