@@ -54,6 +54,8 @@ class Finding:
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity {self.severity!r} is not one of {SEVERITIES}")
+        if not isinstance(self.subject, Subject):  # the old record's sixth field was the stream name
+            raise TypeError(f"subject must be a Subject, not {type(self.subject).__name__}")
 
     @property
     def stream(self) -> str:

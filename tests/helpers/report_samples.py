@@ -6,6 +6,7 @@ vector against a 3H training concat, with numbers chosen here, so a test knows w
 
 from __future__ import annotations
 
+from alignprobe.findings import Subject
 from alignprobe.compare.result import (
     Candidate,
     CompareResult,
@@ -65,9 +66,9 @@ def offset_result() -> CompareResult:
     findings = [
         Finding("layer_offset", "error", "serve slices are HF[k+1] of what training used <script>alert(1)</script>",
                 {"shift": 1, "margin": 0.09, "measured": ["HF[3]", "HF[4]", "HF[4]"]},
-                "Configure the engine's layer ids one lower (SGLang adds +1 to explicit ids).", "hidden_states"),
+                "Configure the engine's layer ids one lower (SGLang adds +1 to explicit ids).", subject=Subject("hidden_states")),
         Finding("position_drift", "warn", "error grows along the sequence", {"growth": 1.8}, "Check the KV cache dtype.",
-                "hidden_states"),
+                subject=Subject("hidden_states")),
         Finding("token_shift", "info", "1 sample is shifted by one token", {"samples": 1}, ""),
     ]
     return CompareResult(
@@ -98,7 +99,7 @@ def width_result() -> CompareResult:
     )  # the comparer lists no stream pair when the widths differ; kept here to test the empty table
     finding = Finding("width_mismatch", "error", "serve is H wide, training used 3H",
                       {"serve_width": H, "train_width": 3 * H, "measured": ["HF[6]"]},
-                      "Run the engine with --speculative-algorithm EAGLE3.", "hidden_states")
+                      "Run the engine with --speculative-algorithm EAGLE3.", subject=Subject("hidden_states"))
     return CompareResult(
         verdict="FAIL", findings=[finding], tokens=TokenCheck(paired=2, identical=2, compared_samples=2, aligned_tokens=128),
         streams=[pair], mappings=[search], hidden_size=H, num_layers=N,
