@@ -9,7 +9,7 @@ from typing import Sequence
 
 from alignprobe.audit.checks import all_checks
 from alignprobe.audit.checks.loss_mask import notes as loss_mask_notes
-from alignprobe.audit.checks.norm_outliers import FIRST, robust_spread
+from alignprobe.audit.checks.norm_outliers import robust_spread
 from alignprobe.audit.cluster import run_units
 from alignprobe.audit.journal import Journal
 from alignprobe.audit.policy import AuditPolicy
