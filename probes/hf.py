@@ -44,7 +44,7 @@ from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER
 from alignprobe.dump.writer import DEFAULT_SHARD_TOKENS
 from alignprobe.devices import checked_device
 from alignprobe.engine_errors import engine_failure
-from alignprobe.errors import BadInput, first_line
+from alignprobe.errors import BadInput
 from alignprobe.probes.hf_states import forward_states
 from alignprobe.probes.prompts import Prompt
 

@@ -14,6 +14,10 @@ form AL = 1 + sum_k prod_{j<=k} p_j. Sums are kept so that samples accumulate ex
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclasses.dataclass

@@ -49,8 +49,6 @@ def accept(drafter: str | os.PathLike | DrafterCheckpoint, train_dump, serve_dum
     reads them): with dumps of prompt + generated text, the prompt length minus 1 scores where a
     serving engine drafts, from the first generated token on.
     """
-    import torch
-
     from alignprobe.accept.drafter import Eagle3Drafter, WidthError
     from alignprobe.accept.target_weights import read_target_weights
 
@@ -214,7 +212,7 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
             continue
         samples += 1
         labels = torch.stack([tokens[j + 1 : j + 1 + length] for j in range(1, steps + 1)])
-        drafted = torch.stack([model.to_target_ids(l.argmax(-1)) for l in logits]).cpu()
+        drafted = torch.stack([model.to_target_ids(step_logits.argmax(-1)) for step_logits in logits]).cpu()
         correct = drafted == labels
         walk.add(correct, keep)
         accepted = correct.double()
@@ -223,8 +221,8 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
         greedy.add(accepted)
         if sampled is not None:
             target_logits = torch.from_numpy(dump.states(i, final)) @ lm_head.T
-            probs = torch.stack([sampled_acceptance(l.cpu(), target_logits[j : j + length], model.draft_to_target.cpu(), temperature)
-                                 for j, l in zip(range(1, steps + 1), logits)])
+            probs = torch.stack([sampled_acceptance(step_logits.cpu(), target_logits[j : j + length], model.draft_to_target.cpu(), temperature)
+                                 for j, step_logits in zip(range(1, steps + 1), logits)])
             sampled.add(probs[:, torch.from_numpy(keep)] if keep is not None else probs)
     if greedy.starts == 0:
         notes.append("no chain start could be scored (samples shorter than the draft chain)")

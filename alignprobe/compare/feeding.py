@@ -76,6 +76,6 @@ def feed(search: MappingSums, pieces: list[tuple[int, int]], served: dict, train
     """Give ``search`` the ``pieces`` (train rows) of a block whose train rows start at ``t0``."""
     for first, last in pieces:
         rows = slice(first - t0, last - t0)
-        search.add(lambda s, cols: served[s][rows][:, cols], lambda s, cols: trained[s][rows][:, cols])
+        search.add(lambda s, cols, rows=rows: served[s][rows][:, cols], lambda s, cols, rows=rows: trained[s][rows][:, cols])
 
 

@@ -98,7 +98,7 @@ def _groups(sampled: SampledRows, group_rows: int = GROUP_ROWS) -> Iterator[tupl
     t_group: list[tuple[int, int]] = []
     v_group: list[tuple[int, int]] = []
     rows = 0
-    for (t0, t1), (v0, v1) in zip(sampled.train_ranges, sampled.serve_ranges):
+    for (t0, t1), (v0, _v1) in zip(sampled.train_ranges, sampled.serve_ranges):
         for start in range(0, t1 - t0, group_rows):  # a long window is split too
             stop = min(t1 - t0, start + group_rows)
             t_group.append((t0 + start, t0 + stop))
@@ -189,8 +189,8 @@ def read_into(sums: MappingSums, train: Dump, serve: Dump) -> None:
     group_rows = max(16, min(GROUP_ROWS, GROUP_BYTES // (4 * max(1, sum(sums.widths)) * sums.hidden_size)))
     for train_ranges, serve_ranges in _groups(sums.sampled, group_rows) if sums.serve_streams else ():
         sums.add(
-            lambda stream, cols: _read(serve, stream, serve_ranges, sums.kernels, cols),
-            lambda stream, cols: _read(train, stream, train_ranges, sums.kernels, cols),
+            lambda stream, cols, serve_ranges=serve_ranges: _read(serve, stream, serve_ranges, sums.kernels, cols),
+            lambda stream, cols, train_ranges=train_ranges: _read(train, stream, train_ranges, sums.kernels, cols),
         )
 
 

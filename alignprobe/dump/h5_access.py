@@ -102,13 +102,15 @@ def as_text(value, what: str, where: str) -> str:
 
 def text_attr(obj, key: str, where: str, default: str | None = None) -> str:
     value = raw_attr(obj, key, where, _MISSING if default is None else None)
-    return default if value is None else as_text(value, key, where)
+    if value is None and default is not None:  # missing; without a default raw_attr refused it
+        return default
+    return as_text(value, key, where)
 
 
 def int_attr(obj, key: str, where: str, default: int | None = None) -> int:
     """An integer attribute; 1.5, "1", True or an array is refused."""
     value = raw_attr(obj, key, where, _MISSING if default is None else None)
-    if value is None:
+    if value is None and default is not None:  # missing; without a default raw_attr refused it
         return default
     if isinstance(value, np.ndarray) and value.shape == ():
         value = value[()]

@@ -112,7 +112,7 @@ class PlannedDumpWriter(FinishOnExit):
             for name in self.streams:
                 ds = f[f"streams/{name}"]
                 self._places[name] = (ds.id.get_offset(), ds.shape[1] * ds.dtype.itemsize)
-        self._fd = os.open(data, os.O_RDWR)
+        self._fd: int | None = os.open(data, os.O_RDWR)  # None once closed
         self._journal = open(os.path.join(self.partial_dir, JOURNAL), "a")
         self._pool = concurrent.futures.ThreadPoolExecutor(WRITE_THREADS)
         self._unflushed: list[str] = []
@@ -182,6 +182,7 @@ class PlannedDumpWriter(FinishOnExit):
         """Make the samples added so far durable: data first, then their journal lines."""
         if not self._unflushed:
             return
+        assert self._fd is not None, "flushed after finish() or abandon()"
         os.fsync(self._fd)
         self._journal.write("".join(json.dumps(sid) + "\n" for sid in self._unflushed))
         self._journal.flush()
@@ -231,11 +232,12 @@ class PlannedDumpWriter(FinishOnExit):
         One ``pwritev`` per run and stream, on the pool; returns when all of them have (the caller's
         buffers are read until then, and not after).
         """
+        assert self._fd is not None, "written after finish() or abandon()"
         writes = []
         for row, parts in runs:
             for name, arrays in parts.items():
                 place, row_bytes = self._places[name]
-                buffers = [memoryview(np.ascontiguousarray(a)).cast("B") for a in arrays]
+                buffers = [np.ascontiguousarray(a).data.cast("B") for a in arrays]
                 write = _write_then_queue if self.write_behind else pwrite_all
                 writes.append(self._pool.submit(write, self._fd, buffers, place + row * row_bytes))
         concurrent.futures.wait(writes)

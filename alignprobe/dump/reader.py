@@ -159,7 +159,7 @@ class Dump(SampleIndex):
         role = h5.text_attr(ds, "role", where, ROLE_DRAFTER_INPUT)
         try:
             claim = StreamClaim(
-                hf_indices=hf_indices,
+                hf_indices=tuple(hf_indices),
                 hidden_size=hidden_size,
                 num_layers=num_layers,
                 dtype=dtype,

@@ -43,6 +43,14 @@ class FinishOnExit:
     def __enter__(self):
         return self
 
+    def finish(self) -> str:
+        """Write the dump out; its path."""
+        raise NotImplementedError
+
+    def abandon(self) -> None:
+        """Close, keeping what is durable for a resume."""
+        raise NotImplementedError
+
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.finish()

@@ -10,7 +10,7 @@ from alignprobe.findings.severity import Severity, capped
 
 
 class SeverityTable(Protocol):
-    def severity_of(self, code: str, default: str) -> str: ...
+    def severity_of(self, code: str, default: Severity) -> Severity: ...
 
 
 def make(name: str, title: str, evidence: Mapping[str, Any], fix: str, *, policy: SeverityTable | None = None,

@@ -64,9 +64,9 @@ def resolve(findings: Iterable[Finding], rules: Sequence[Rule]) -> list[Finding]
                     merged.update(f.evidence)
                 kept = dataclasses.replace(by, evidence={**merged, **by.evidence})
             out = [kept if f is by else f for f in out if not any(f is r for r in replaced)]
-    for rule in (r for r in rules if isinstance(r, Annotates)):
-        for by in [f for f in out if f.code == rule.by and rule.when(f)]:
-            out = [f.with_note(rule.note(by)) if _bears(rule, by, f) else f for f in out]
+    for annotation in (r for r in rules if isinstance(r, Annotates)):
+        for by in [f for f in out if f.code == annotation.by and annotation.when(f)]:
+            out = [f.with_note(annotation.note(by)) if _bears(annotation, by, f) else f for f in out]
     return sort_findings(out)
 
 

@@ -12,7 +12,7 @@ Verdict = Literal["PASS", "WARN", "FAIL"]
 
 SEVERITIES: tuple[Severity, ...] = ("info", "warn", "error")
 VERDICTS: tuple[Verdict, ...] = ("PASS", "WARN", "FAIL")
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 
 
 def verdict_of(severities: Iterable[str]) -> Verdict:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Iterable, Mapping, TypeVar
 
 from alignprobe.errors import BadInput
 from alignprobe.findings.codes import codes_of
-from alignprobe.findings.severity import SEVERITIES
+from alignprobe.findings.severity import SEVERITIES, Severity
 from alignprobe.number_ranges import NON_NEGATIVE, Range, checked_number
 
 T = TypeVar("T", bound="Tolerances")
@@ -26,7 +26,7 @@ T = TypeVar("T", bound="Tolerances")
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Tolerances:
     # Severity of a finding code, overriding its default (alignprobe/findings/codes.py).
-    severity: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    severity: Mapping[str, Severity] = dataclasses.field(default_factory=dict)  # checked in __post_init__
 
     JUDGE: ClassVar[str] = ""
     RANGES: ClassVar[dict[str, Range]] = {}  # what each field can mean; any other: a non-negative number
@@ -62,7 +62,7 @@ class Tolerances:
                 raise BadInput(f"{self.WHERE}: severity of {code!r} is {level!r}; use one of {', '.join(SEVERITIES)}")
         object.__setattr__(self, "severity", dict(self.severity))
 
-    def severity_of(self, code: str, default: str) -> str:
+    def severity_of(self, code: str, default: Severity) -> Severity:
         """The severity a finding of ``code`` takes: the table's, which pins the code, else ``default``."""
         return self.severity.get(code) or default
 

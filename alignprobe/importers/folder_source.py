@@ -37,14 +37,13 @@ import threading
 from typing import Iterator, Sequence
 
 import numpy as np
-import torch
 
 from alignprobe.dump.encoding import STORAGE_DTYPE, TORCH_DTYPE, encoding_of, from_storage, to_storage
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES, Block
 from alignprobe.dump.sample_index import SampleIndex
 from alignprobe.dump.schema import StreamClaim
 from alignprobe.errors import BadInput, first_line
-from alignprobe.importers import specforge, speculators
+from alignprobe.importers import speculators
 from alignprobe.importers.decoded_files import DecodedFiles
 from alignprobe.importers.detect import SPECULATORS
 from alignprobe.importers.files import is_mapped_checkpoint, read_through

@@ -29,7 +29,7 @@ def data():
     samples = make_samples(num=len(LENGTHS), lengths=LENGTHS, seed=3)
     g = np.random.default_rng(11)
     served = {}
-    for i, (sid, (ids, hf, pre)) in enumerate(samples.items()):
+    for i, (sid, (_ids, hf, _pre)) in enumerate(samples.items()):
         x = hf[:, list(AUX)].reshape(len(hf), -1)
         amplitude = 0.2 + 1.6 * ((i * 7) % len(LENGTHS)) / (len(LENGTHS) - 1)
         served[sid] = (x + 0.03 * amplitude * g.standard_normal(x.shape)).astype(np.float32)

@@ -80,8 +80,8 @@ DAMAGES = {
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_corrupt_model_folders_are_one_line(model_dir, tmp_path, prompts, damage):
     folder = broken_copy(model_dir, tmp_path, DAMAGES[damage])
-    line = assert_refused(["capture", "hf", "--model", folder, "--prompts", prompts, "--out", tmp_path / "o.h5",
-                    "--quiet", "--dtype", "fp32", "--aux-layers", "0,1,2"], [folder, prompts])
+    assert_refused(["capture", "hf", "--model", folder, "--prompts", prompts, "--out", tmp_path / "o.h5",
+                   "--quiet", "--dtype", "fp32", "--aux-layers", "0,1,2"], [folder, prompts])
     assert not os.path.exists(tmp_path / "o.h5")
 
 
@@ -149,7 +149,7 @@ def test_warnings_before_a_refusal_are_held_back(tmp_path, monkeypatch):
 
     def warn_then_refuse(path):
         np.float32(1e38) * np.float32(10)  # numpy: overflow encountered (RuntimeWarning)
-        warnings.warn("TypedStorage is deprecated", UserWarning)  # what torch says on some loads
+        warnings.warn("TypedStorage is deprecated", UserWarning, stacklevel=2)  # what torch says on some loads
         raise BadInput(f"{path}: refused")
 
     monkeypatch.setattr(inspect_command, "inspect_dump", warn_then_refuse)

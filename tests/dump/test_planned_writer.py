@@ -38,7 +38,7 @@ def test_same_dump_as_the_shard_writer(tmp_path, dtype):
         for name in da.streams:
             np.testing.assert_array_equal(da.read(name, 0, da.num_tokens), db.read(name, 0, db.num_tokens))
         # Checked against the samples too, not only against the other writer.
-        for sid, (ids, states) in samples.items():
+        for sid, (_ids, states) in samples.items():
             np.testing.assert_array_equal(db.states(sid, "aux"), as_f32(states["aux"]))
 
 
@@ -155,7 +155,7 @@ def test_add_batch_writes_what_add_writes_one_pwritev_per_stream(tmp_path, dtype
         np.testing.assert_array_equal(da.token_ids_flat(), db.token_ids_flat())
         for name in da.streams:
             np.testing.assert_array_equal(da.read(name, 0, da.num_tokens), db.read(name, 0, db.num_tokens))
-        for sid, (ids, states) in samples.items():
+        for sid, (_ids, states) in samples.items():
             np.testing.assert_array_equal(db.states(sid, "final"), as_f32(states["final"]))
 
 

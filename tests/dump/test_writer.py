@@ -45,7 +45,7 @@ def test_interrupted_capture_resumes_without_recomputing(tmp_path):
                 w.add(sid, ids, st)
     with open_dump(path) as d:
         assert sorted(d.sample_ids) == sorted(samples)
-        for sid, (ids, st) in samples.items():
+        for sid, (_ids, st) in samples.items():
             np.testing.assert_array_equal(d.states(sid, "aux"), as_f32(st["aux"]))
 
 

@@ -366,8 +366,9 @@ def test_full_disk_is_one_line_exit_2_and_the_capture_resumes(model_dir, tmp_pat
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "input_ids": [1, 2, 3 + i]}) + "\n" for i in range(4)))
     out = tmp_path / "o.h5"
     real = planned_writer.pwrite_all
+    calls = [0]
 
-    def full_after_two(fd, buffers, offset, calls=[0]):
+    def full_after_two(fd, buffers, offset):
         calls[0] += 1
         if calls[0] > 2:
             raise OSError(errno.ENOSPC, "No space left on device")

@@ -15,7 +15,7 @@ import numpy as np
 
 from alignprobe.compare.kernels import RowTerms
 from alignprobe.dump.encoding import ENCODING_BF16_BITS
-from alignprobe.errors import BadInput, first_line
+from alignprobe.errors import BadInput
 
 BLOCK_BYTES = 64 << 20
 

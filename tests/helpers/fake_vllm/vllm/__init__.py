@@ -43,7 +43,7 @@ class LLM:
             with torch.no_grad():
                 out = self.model(torch.tensor([ids]), output_hidden_states=True)
             prenorm = {}
-            hook = self.model.model.norm.register_forward_hook(lambda m, inp, o: prenorm.setdefault("x", inp[0]))
+            hook = self.model.model.norm.register_forward_hook(lambda m, inp, o, prenorm=prenorm: prenorm.setdefault("x", inp[0]))
             with torch.no_grad():
                 self.model(torch.tensor([ids]))
             hook.remove()
