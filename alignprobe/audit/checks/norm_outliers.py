@@ -81,7 +81,7 @@ class NormOutliers:
             median, sigma, total = robust_spread(hist)
             limit = max(policy.norm_outlier_sigmas * sigma, math.log2(policy.norm_outlier_min_factor))
 
-            def outlying(b: int) -> bool:
+            def outlying(b: int, median: float = median, limit: float = limit) -> bool:  # this slice's spread
                 return abs((b + 0.5) / BINS_PER_OCTAVE - median) > limit
 
             outliers = sum(c for b, c in hist.items() if outlying(int(b)))
