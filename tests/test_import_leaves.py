@@ -46,7 +46,24 @@ def test_version_module_imports_nothing():
 
 
 @pytest.mark.parametrize("low, high", [("alignprobe.safe_paths", "alignprobe.safe_json"),
-                                       ("alignprobe.dump.schema", "alignprobe.compare")])
+                                       ("alignprobe.dump.schema", "alignprobe.compare"),
+                                       # a package root gathers its modules; none imports it back
+                                       ("alignprobe.audit.run", "alignprobe.audit"),
+                                       ("alignprobe.audit.cluster", "alignprobe.audit"),
+                                       ("alignprobe.audit.scan", "alignprobe.audit"),
+                                       ("alignprobe.audit.reading", "alignprobe.audit"),
+                                       ("alignprobe.accept.run", "alignprobe.accept")])
 def test_no_circle(low, high):
     assert reaches(high, low), f"{high} no longer uses {low}: this case tests nothing"
     assert not reaches(low, high), f"{low} imports its way back to {high}"
+
+
+@pytest.mark.parametrize("package", ["audit", "accept"])
+def test_the_judges_stand_on_findings_not_on_compares_records(package):
+    """Findings, severities, verdicts and policies come from alignprobe.findings; accept may still run a
+    comparison (alignprobe.compare), the audit may word a short sample's fix as compare does."""
+    records = {"alignprobe.compare.result", "alignprobe.compare.policy", "alignprobe.compare.diagnoses"}
+    modules = [".".join(("alignprobe",) + p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
+               for p in (PACKAGE / package).rglob("*.py")]
+    users = sorted(m for m in modules if imports_of(m) & records)
+    assert len(modules) > 5 and not users, f"{', '.join(users)} import compare's findings, severities or policy"
