@@ -81,14 +81,6 @@ class InOrderMerge:
             check.merge(self.merged["checks"][check.name], part["checks"][check.name])
 
 
-def merge_partials(parts: list[dict]) -> dict:
-    """Partials merged in the order given (unit order): the same result whoever computed them."""
-    merger = InOrderMerge()
-    for i, part in enumerate(parts):
-        merger.add(i, part)
-    return merger.merged
-
-
 def _prefetched(items: Iterator) -> Iterator:
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="audit-read") as pool:
         pending = pool.submit(next, items, None)

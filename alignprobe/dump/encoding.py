@@ -115,12 +115,3 @@ def widen_into(out: np.ndarray, raw: np.ndarray, encoding: str) -> None:
         np.left_shift(raw, 16, out=out.view(np.uint32), dtype=np.uint32)
     else:
         out[...] = raw
-
-
-def to_torch(raw: np.ndarray, encoding: str) -> "torch.Tensor":
-    """Stored values as a tensor of the captured dtype (bfloat16 stays bfloat16)."""
-    import torch
-
-    if encoding == ENCODING_BF16_BITS:
-        return torch.from_numpy(np.ascontiguousarray(raw).view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(raw))

@@ -71,5 +71,3 @@ class Finding:
     def with_evidence(self, **more: Any) -> "Finding":
         return dataclasses.replace(self, evidence={**self.evidence, **more})
 
-    def with_severity(self, severity: Severity) -> "Finding":
-        return dataclasses.replace(self, severity=severity)

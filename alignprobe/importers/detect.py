@@ -11,7 +11,6 @@ from alignprobe.importers import specforge, speculators
 from alignprobe.importers.files import load_torch_dict
 
 DUMP, SPECFORGE, SPECULATORS, EAGLE = "dump", "specforge", "speculators", "eagle"
-FOREIGN_FORMATS = (SPECFORGE, SPECULATORS, EAGLE)
 
 
 def detect_format(path: str | os.PathLike) -> str:

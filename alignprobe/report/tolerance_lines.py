@@ -9,7 +9,6 @@ image's ``data-tolerances`` attribute, so a browser test can check a plot for it
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Mapping
 
 import numpy as np
@@ -93,7 +92,3 @@ def legend_outside(ax, **kwargs) -> None:
     if handles:
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8,
                   frameon=False, **kwargs)
-
-
-def finite_or_nan(x: float) -> float:
-    return x if isinstance(x, (int, float)) and math.isfinite(x) else float("nan")

@@ -9,7 +9,5 @@ vLLM connector below can be loaded by module path (``kv_connector_module_path``)
 import os
 
 ENGINE_SIDE_DIR = os.path.dirname(os.path.abspath(__file__))
-VLLM_CONNECTOR_MODULE = "alignprobe_vllm_connector"
-VLLM_CONNECTOR_CLASS = "CpuSafeHiddenStatesConnector"
 VLLM_DRIVER = os.path.join(ENGINE_SIDE_DIR, "alignprobe_vllm_driver.py")
 SGLANG_DRIVER = os.path.join(ENGINE_SIDE_DIR, "alignprobe_sglang_driver.py")
