@@ -6,13 +6,17 @@ TypeError or IndexError from deep inside the pass (``sample=1.5``, ``max_tokens=
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
 from alignprobe.errors import BadInput
 
 
+@overload
+def checked_count(value: Any, name: str, allow_none: Literal[False]) -> int: ...
+@overload
+def checked_count(value: Any, name: str, allow_none: bool = True) -> int | None: ...
 def checked_count(value: Any, name: str, allow_none: bool = True) -> int | None:
     """A whole number of at least 1 (``None`` where the argument is optional)."""
     if value is None and allow_none:

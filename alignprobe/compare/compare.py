@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 import h5py
 
@@ -141,7 +141,7 @@ def compare(
                 "device": kernels.name,
                 **({"sampling": describe(tokens.compared_samples, tokens.alignable_samples, tokens.aligned_tokens,
                                          tokens.alignable_tokens, multiplier),
-                    "interval_multiplier": multiplier} if sampled_run else {}),
+                    "interval_multiplier": multiplier} if multiplier is not None else {}),
             },
             notes=notes,
             elapsed_s=time.perf_counter() - started,
@@ -215,6 +215,8 @@ def _opened(dump, options) -> Iterator[Dump]:
     from alignprobe.importers import open_source  # a foreign folder is read in place
 
     with open_source(dump, in_place=True, **(options or {})) as d:
-        yield d
+        # A foreign folder read in place offers a Dump's read interface (FolderSource), so the pass
+        # takes it as one.
+        yield cast(Dump, d)
 
 

@@ -12,6 +12,7 @@ the verdict. Every finding is made whole by the class that owns it; none is edit
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 from alignprobe.compare.diagnoses import cap_of
 from alignprobe.compare.diagnoses import tokens
@@ -108,7 +109,7 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
         stream = stream if isinstance(stream, _Stream) else None
         ok = [stream.layout.slice_ok[m.serve_slice] if stream else False for m in comparison.slices]
         comparison.mapping_ok = bool(ok) and all(ok)
-        if sampled_run:
+        if multiplier is not None:  # a sampled run
             notes += _undecided_notes(comparison, ok, policy, multiplier)
         numeric = numeric_findings(comparison, ok, policy, train_prov, serve_prov, stream.explained if stream else [],
                                    caps.get(comparison.serve_stream), nonfinite_where.evidence(comparison.serve_stream),
@@ -121,7 +122,7 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
         if isinstance(stream, _Stream):
             by_stream[name] = (settled(stream.by_fit, stream.measured, [], all(stream.layout.slice_ok))[0]
                                if stream.explained else stream.measured)
-    findings += [f for mapping in by_stream.values() for f in mapping] + numeric_level
+    findings += [f for mapping in by_stream.values() for f in cast(list[Finding], mapping)] + numeric_level
     findings = resolve(findings, RULES)
     return Diagnosis(findings, mappings, explanations, verdict_of(f.severity for f in findings), multiplier)
 
@@ -131,10 +132,11 @@ def _undecided_notes(comparison: StreamComparison, slice_ok: list[bool], policy:
     thresholds = {"drift_warn_rel_rms": policy.drift_warn_rel_rms, "drift_fail_rel_rms": policy.drift_fail_rel_rms}
     out = []
     for m, ok in zip(comparison.slices, slice_ok):
-        near = undecided_thresholds(m.rel_rms, m.rel_rms_se, thresholds, multiplier) if ok else []
-        if near:
+        se = m.rel_rms_se
+        near = undecided_thresholds(m.rel_rms, se, thresholds, multiplier) if ok and se is not None else []
+        if near and se is not None:
             out.append(
-                f"sampling: {comparison.serve_stream} {m.label} rel-RMS {m.rel_rms:.4g} ± {multiplier * m.rel_rms_se:.2g} "
+                f"sampling: {comparison.serve_stream} {m.label} rel-RMS {m.rel_rms:.4g} ± {multiplier * se:.2g} "
                 f"(95%) holds {' and '.join(f'{n} {thresholds[n]:g}' for n in near)}: "
                 "the sample cannot tell: compare more samples"
             )
@@ -145,15 +147,16 @@ def _layout(ms, plan: StreamPlan, num_layers: int, policy: Policy, provenances: 
             cap: Severity | None) -> Layout:
     """Layout diagnosis on the slices that have an expectation (all of them outside layers stacks)."""
     keep = [j for j, e in enumerate(plan.expected_keys) if e is not None]
+    expected = [e for e in plan.expected_keys if e is not None]
     if len(keep) == len(plan.expected_keys):
-        return layout_findings(ms, plan.expected_keys, num_layers, policy, provenances, cap)
+        return layout_findings(ms, expected, num_layers, policy, provenances, cap)
     sub = dataclasses.replace(
         ms,
         matches=[ms.matches[j] for j in keep],
         expected=[plan.expected_labels[j] for j in keep],
         claimed=[ms.claimed[j] for j in keep] if ms.claimed else [],
     )
-    result = layout_findings(sub, [plan.expected_keys[j] for j in keep], num_layers, policy, provenances, cap)
+    result = layout_findings(sub, expected, num_layers, policy, provenances, cap)
     ok = [False] * len(plan.expected_keys)
     for j, good in zip(keep, result.slice_ok):
         ok[j] = good

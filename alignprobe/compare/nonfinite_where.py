@@ -101,7 +101,7 @@ class NonfiniteWhere:
 
     def _segment_of(self, serve_rows: np.ndarray) -> np.ndarray:
         """The index (into the segments) of the segment holding each flat serve row."""
-        if self._starts is None:
+        if self._starts is None or self._order is None:
             self._order = np.argsort([s.serve_row for s in self._segments], kind="stable")
             self._starts = np.array([self._segments[i].serve_row for i in self._order], dtype=np.int64)
         return self._order[np.searchsorted(self._starts, serve_rows, side="right") - 1]

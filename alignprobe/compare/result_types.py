@@ -26,12 +26,12 @@ def check_result_types(cls, raw: Any, where: str) -> None:
     _check_record(cls, raw, "result", where, {**vars(module), "Note": Note})
 
 
-def _fields(cls) -> dict[str, str]:
+def _fields(cls) -> dict[str, Any]:
     """Each field's type as its JSON form holds it: a finding's subject is written as stream and slices
     (findings/render.py to_dict)."""
     from alignprobe.findings import Finding
 
-    types = {f.name: f.type for f in dataclasses.fields(cls)}
+    types: dict[str, Any] = {f.name: f.type for f in dataclasses.fields(cls)}
     if cls is Finding:
         del types["subject"]
         types.update(stream="str", slices="list[str]")

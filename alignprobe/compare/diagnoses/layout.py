@@ -153,7 +153,8 @@ def layout_findings(ms: MappingSearch, expected: list[Key], num_layers: int, pol
             )
         )
     else:
-        findings.append(_mismatch(ms, measured, expected, num_layers, base, policy, provenances, cap))
+        known = [key for key in measured if key is not None]  # all of them, None was handled above
+        findings.append(_mismatch(ms, known, expected, num_layers, base, policy, provenances, cap))
 
     weak = [
         {"serve_slice": m.serve_slice, "measured": m.best_label, "runner_up": m.runner_up_label, "margin": round(m.margin, 6)}

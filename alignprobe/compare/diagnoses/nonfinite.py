@@ -4,6 +4,8 @@ returned so (the engine computed them, not the capture)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from alignprobe.compare.policy import Policy
 from alignprobe.compare.result import StreamComparison
 from alignprobe.dump import Dump
@@ -16,7 +18,7 @@ NAMED = 3  # samples named in the title
 def nonfinite_findings(comparison: StreamComparison, policy: Policy, cap: Severity | None, where: dict,
                        serve: Dump | None) -> list[Finding]:
     """``where``: NonfiniteWhere.evidence of this stream (empty where the pass located none)."""
-    bad = [
+    bad: list[dict[str, Any]] = [
         {"label": m.label, "train_nan_rows": m.train_health.nan_rows, "train_inf_rows": m.train_health.inf_rows,
          "serve_nan_rows": m.serve_health.nan_rows, "serve_inf_rows": m.serve_health.inf_rows,
          "rows": m.serve_health.rows}
@@ -50,7 +52,7 @@ def nonfinite_findings(comparison: StreamComparison, policy: Policy, cap: Severi
 
 def _marked_at_capture(where: dict, serve: Dump | None) -> list[str]:
     marks = getattr(serve, "marks", None)
-    if marks is None:
+    if serve is None or marks is None:
         return []
     listed = {s["sample_id"] for s in where["samples"]}
     return [serve.sample_ids[int(i)] for i in marks.marked_indices()

@@ -8,6 +8,8 @@ numeric_drift, and discrete flips lower drift to info.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 from alignprobe.compare.diagnoses.nonfinite import nonfinite_findings
 from alignprobe.compare.expected_drift import expected_drift
@@ -22,7 +24,7 @@ EARLY_POSITIONS = (1, 16)  # the baseline of position drift: after the attention
 
 
 def numeric_findings(comparison: StreamComparison, slice_ok: list[bool], policy: Policy, train_provenance: dict,
-                     serve_provenance: dict, explained: list[SliceExplanation] = (), cap: Severity | None = None,
+                     serve_provenance: dict, explained: Sequence[SliceExplanation] = (), cap: Severity | None = None,
                      nonfinite_where: dict | None = None, serve: Dump | None = None) -> list[Finding]:
     """``explained``: the explanations of this stream's slices; ``nonfinite_where``: where the pass found
     NaN / Inf rows in it (NonfiniteWhere.evidence), ``serve`` the serve dump (its marks)."""
@@ -106,11 +108,11 @@ def numeric_findings(comparison: StreamComparison, slice_ok: list[bool], policy:
                           evidence, fix, policy, stream, cap, "error" if failing else "warn", flips))
     growing = [g for g in (_position_growth(m, policy) for m in mapped) if g]
     if growing:
-        worst = max(growing, key=lambda g: g["growth"])
+        worst_growth = max(growing, key=lambda g: g["growth"])
         out.append(_drift(
             "position_drift",
-            f"drift grows along the sequence: {worst['label']} rel-RMS {worst['early_rel_rms']:.3g} at positions "
-            f"1-15 -> {worst['late_rel_rms']:.3g} at {worst['late_positions']} (x{worst['growth']:.1f})",
+            f"drift grows along the sequence: {worst_growth['label']} rel-RMS {worst_growth['early_rel_rms']:.3g} at positions "
+            f"1-15 -> {worst_growth['late_rel_rms']:.3g} at {worst_growth['late_positions']} (x{worst_growth['growth']:.1f})",
             {"slices": growing, "growth_tolerance": policy.position_growth},
             "Error that grows with position points at attention or the KV cache: a KV cache in lower "
             "precision (fp8 KV), a different RoPE scaling or max position, or a different attention "
@@ -166,7 +168,7 @@ def _position_growth(m: SliceMetrics, policy: Policy) -> dict | None:
 def _degenerate_findings(comparison: StreamComparison, policy: Policy, cap: Severity | None) -> list[Finding]:
     stream = comparison.serve_stream
     out = []
-    degenerate = [
+    degenerate: list[dict[str, Any]] = [
         {"label": m.label, "train_zero_rows": m.train_health.zero_rows, "train_constant_rows": m.train_health.constant_rows,
          "serve_zero_rows": m.serve_health.zero_rows, "serve_constant_rows": m.serve_health.constant_rows,
          "rows": m.serve_health.rows}
@@ -196,7 +198,7 @@ def _degenerate_findings(comparison: StreamComparison, policy: Policy, cap: Seve
     return out
 
 
-def _scale_settled(comparison: StreamComparison, explained: list[SliceExplanation], policy: Policy) -> set[str]:
+def _scale_settled(comparison: StreamComparison, explained: Sequence[SliceExplanation], policy: Policy) -> set[str]:
     """The labels of the slices whose scale_mismatch the identity explanation contradicts. A factor past
     scale_tolerance leaves a rel-RMS of at least scale_tolerance / (1 + scale_tolerance) (0.091 by
     default), more than the drift_fail_rel_rms identity fits within (0.07): the two disagree only where
@@ -210,7 +212,7 @@ def _scale_settled(comparison: StreamComparison, explained: list[SliceExplanatio
     return {m.label for m in comparison.slices if m.serve_slice in fitted}
 
 
-def discrete_flips(explained: list[SliceExplanation], policy: Policy, provenances: tuple[dict, ...] = ()) -> list[dict]:
+def discrete_flips(explained: Sequence[SliceExplanation], policy: Policy, provenances: tuple[dict, ...] = ()) -> list[dict]:
     """The outlier tokens of each slice of one stream where its error is discrete flips (explain/drift.py
     isolated_outliers): in every slice the tokens off by more than drift_fail_rel_rms are few and
     scattered, and all the other tokens agree within drift_warn_rel_rms, at late positions too. That is

@@ -36,10 +36,12 @@ def short_row_findings(train: Dump, serve: Dump, policy: Policy) -> list[Finding
 
 
 def _finding(side: str, dump: Dump, short: list[int], policy: Policy) -> Finding:
-    samples = []
+    samples: list[dict] = []
+    marks = dump.marks
+    assert marks is not None  # short rows are found from the marks
     missing = 0
     for i in short:
-        m = dump.marks.mark(i)
+        m = marks.mark(i)
         missing += m.length - m.rows_returned
         if len(samples) < EXAMPLES:
             samples.append({"sample_id": dump.sample_ids[i], "rows_returned": m.rows_returned, "tokens": m.length,

@@ -4,10 +4,12 @@ the findings about states (RULES): it comes first."""
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 
 from alignprobe.compare.policy import Policy
 from alignprobe.compare.result import TokenCheck
 from alignprobe.findings import Annotates, Finding, Note, make, render
+from alignprobe.findings.severity import Severity
 
 EXAMPLES = 5
 # findings about how far the states are apart, which a token-level cause alone produces
@@ -55,12 +57,12 @@ RULES = (Annotates("token_shift", CONTEXT_DEPENDENT, _other_context),
          Annotates("token_padding", CONTEXT_DEPENDENT, _later_rows, when=_serve_stops_first))
 
 
-def token_findings(check: TokenCheck, policy: Policy, short_rows: list[Finding] = ()) -> list[Finding]:
+def token_findings(check: TokenCheck, policy: Policy, short_rows: Sequence[Finding] = ()) -> list[Finding]:
     """``short_rows``: the samples the engine returned with fewer rows than tokens (short_rows.py),
     which no_aligned_tokens names as the reason where the token ids agreed."""
     out: list[Finding] = []
     if check.train_only or check.serve_only or not check.paired:
-        severity = "error" if not check.paired else None
+        severity: Severity | None = "error" if not check.paired else None
         out.append(
             make(
                 "sample_mismatch",
@@ -79,12 +81,12 @@ def token_findings(check: TokenCheck, policy: Policy, short_rows: list[Finding] 
                 severity=severity,
             )
         )
-    by_kind = collections.defaultdict(list)
+    by_kind: dict[str, list] = collections.defaultdict(list)
     for issue in check.issues:
         by_kind[issue.kind].append(issue)
     counts = check.issue_counts
     if counts.get("shift"):
-        k = int(max(check.shift_counts, key=check.shift_counts.get))
+        k = int(max(check.shift_counts, key=lambda shift: check.shift_counts[shift]))
         out.append(
             make(
                 "token_shift",
@@ -156,7 +158,7 @@ def token_findings(check: TokenCheck, policy: Policy, short_rows: list[Finding] 
     return out
 
 
-def _no_aligned_tokens(check: TokenCheck, policy: Policy, short_rows: list[Finding]) -> Finding:
+def _no_aligned_tokens(check: TokenCheck, policy: Policy, short_rows: Sequence[Finding]) -> Finding:
     """Where no token row lined up while the tokens agreed (no mismatch or shift) and samples came back
     short, the rows were never returned: say so, with short_rows' fix, not "capture the same token ids"
     (the ids were the same)."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from alignprobe.compare.result import ExplanationFit
 from alignprobe.findings import Note
+from alignprobe.findings.severity import Severity
 
 Key = tuple[int, str]  # (HF index, "pre"/"post"), as mapping.candidate_key
 
@@ -162,7 +163,7 @@ class Named:
 
     code: str
     fix: str
-    severity: str | None = None  # None: the policy's or the code's
+    severity: Severity | None = None  # None: the policy's or the code's
     notes: tuple[Note, ...] = ()
     # a finding it words itself (a title and evidence of its own), never joined with another of its code
     title: str = ""

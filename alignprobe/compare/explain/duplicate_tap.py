@@ -36,10 +36,11 @@ class DuplicateTap(Explanation):
         source = min(error, key=lambda o: (error[o], o))
         if error[source] > EXACT:
             return None
-        if rows.expected[j] is not None and rows.expected[j] == rows.expected[source]:
+        own = rows.expected[j]
+        if own is not None and own == rows.expected[source]:
             return None  # training holds that layer twice too (EAGLE-3's ids for N = 6: HF[2, 3, 3])
         twin = next((key for key, a in rows.train.items() if rel_rms(a[rows.fit], fit_b) <= rows.tolerance), None)
-        expected = rows.label(rows.expected[j]) if rows.expected[j] else "?"
+        expected = rows.label(own) if own else "?"
         params = {"repeats_serve_slice": source, "train_slice_equal": rows.label(twin) if twin else "",
                   "missing": expected}
         return scored(self.name, self.complexity, rows, rows.serve[:, source], b, params,

@@ -102,7 +102,7 @@ class IndexOffset(Explanation):
     def _from_claims(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         claimed, expected = rows.claimed[j], rows.expected[j]
         held = {key[0] for key in rows.train}
-        if claimed is None or claimed == expected[0] or claimed in held:
+        if claimed is None or expected is None or claimed == expected[0] or claimed in held:
             return None
         shifts = {c - e[0] for c, e in zip(rows.claimed, rows.expected) if c is not None and e is not None}
         if len(shifts) != 1:
