@@ -14,16 +14,19 @@ import xml.etree.ElementTree as ET
 from engine_helpers import record
 
 
-def write_config(folder, engine_work, serve: dict) -> str:
-    """A gate TOML in ``folder`` (out = "out" beside it) whose [serve] holds ``serve``; train side in fp32."""
-    lines = ['out = "out"', "", "[train]", f"model = {json.dumps(engine_work['model'])}",
-             f"prompts = {json.dumps(engine_work['prompts'])}", 'dtype = "fp32"', "", "[serve]"]
-    for key, value in serve.items():
-        if isinstance(value, dict):  # an inline table; JSON's strings, numbers, lists and booleans are TOML's
-            value = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items()) + " }"
-        else:
-            value = json.dumps(value)
-        lines.append(f"{key} = {value}")
+def write_config(folder, engine_work, serve: dict, train: dict | None = None) -> str:
+    """A gate TOML in ``folder`` (out = "out" beside it) whose [serve] holds ``serve``; the train side is
+    engine_work's model and prompts in fp32, plus ``train``."""
+    train = {"model": engine_work["model"], "prompts": engine_work["prompts"], "dtype": "fp32", **(train or {})}
+    lines = ['out = "out"']
+    for section, keys in (("train", train), ("serve", serve)):
+        lines += ["", f"[{section}]"]
+        for key, value in keys.items():
+            if isinstance(value, dict):  # an inline table; JSON's strings, numbers, lists and booleans are TOML's
+                value = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items()) + " }"
+            else:
+                value = json.dumps(value)
+            lines.append(f"{key} = {value}")
     path = os.path.join(folder, "gate.toml")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
