@@ -6,9 +6,9 @@ report/.
 
 Offline, the gate starts the engine itself, so the fault is SGLang's own: explicit ids 2,4,5 (vLLM's
 numbering given to SGLang, which adds 1 on llama) capture HF[3, 5, 6], one layer deep. One server
-serves both server runs (an engine start is most of this file's time): it runs the default ids, which
-it does not report, and the faulty run tells the gate the drafter's ids are 2,4,5, as a drafter config
-in HF numbering would: the states it gets sit one layer away from those ids.
+serves both server runs (an engine start is most of this file's time), so there the fault is on the
+training side: a drafter trained on HF[3, 5, 6] (train.aux_layers), which the served HF[2, 4, 5]
+reach one layer shallow.
 """
 
 import json
@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]
 _ = engine_work  # a fixture, imported for its name
 
 HF_NUMBERED = [2, 4, 5]  # right for vLLM; SGLang reads them as HF[3, 5, 6]
+TRAINED_DEEPER = [3, 5, 6]  # a drafter trained on HF[3, 5, 6]; the default ids serve HF[2, 4, 5]
 ENGINE_ARGS = {**SGLANG_ENGINE_ARGS, "dtype": "float32"}
 
 
@@ -37,30 +38,6 @@ def sglang_venv():
 def _cpu_engine(sglang_venv, monkeypatch):
     for key, value in sglang_env(sglang_venv).items():  # the engine process the gate starts inherits them
         monkeypatch.setenv(key, value)
-
-
-@pytest.fixture(scope="module")
-def sglang_server(sglang_venv, engine_work):
-    root, port = engine_work["root"], free_port()
-    url = f"http://127.0.0.1:{port}"
-    argv = sglang_launch_argv(sglang_venv, engine_work["model"], port, "float32", SGLANG_AUX_EAGLE3)
-    with server(argv, {**os.environ, **sglang_env(sglang_venv)}, url, "/health", str(root / "gate-sglang.log")):
-        yield url
-
-
-def server_args(engine_work, url, *extra):
-    return ["--model", engine_work["model"], "--prompts", engine_work["prompts"], "--dtype", "fp32",
-            "--sglang-url", url, *extra]
-
-
-def test_gate_server_default_ids_pass(sglang_server, engine_work, tmp_path):
-    assert_passed(run_gate("sglang-url-default", "sglang", server_args(engine_work, sglang_server), tmp_path))
-
-
-def test_gate_server_ids_in_hf_numbering_fail(sglang_server, engine_work, tmp_path):
-    args = server_args(engine_work, sglang_server, "--layer-ids", ",".join(map(str, HF_NUMBERED)))
-    finding = assert_failed_on(run_gate("sglang-url-hf-numbered-claim", "sglang", args, tmp_path), "layer_offset")
-    assert "SGLang" in finding["fix"]
 
 
 def test_gate_offline_engine_default_ids_pass(sglang_venv, engine_work, tmp_path):
@@ -84,3 +61,25 @@ def test_gate_offline_engine_ids_in_hf_numbering_fail(sglang_venv, engine_work, 
         args += ["--engine-arg", f"{key}={json.dumps(value)}"]
     finding = assert_failed_on(run_gate("sglang-engine-hf-numbered", "sglang", args, tmp_path / "out"), "layer_offset")
     assert finding["evidence"]["shift"] == 1 and "SGLang" in finding["fix"]
+
+
+# the server last: a module fixture lives until the module ends, and the offline engines must not share the
+# machine with it
+@pytest.fixture(scope="module")
+def sglang_server(sglang_venv, engine_work):
+    root, port = engine_work["root"], free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = sglang_launch_argv(sglang_venv, engine_work["model"], port, "float32", SGLANG_AUX_EAGLE3)
+    with server(argv, {**os.environ, **sglang_env(sglang_venv)}, url, "/health", str(root / "gate-sglang.log")):
+        yield url
+
+
+def test_gate_server_default_ids_pass(sglang_server, engine_work, tmp_path):
+    config = write_config(tmp_path, engine_work, {"sglang_url": sglang_server})
+    assert_passed(run_gate("sglang-url-default", "sglang", ["--config", config], tmp_path / "out"))
+
+
+def test_gate_server_fails_a_drafter_trained_one_layer_deeper(sglang_server, engine_work, tmp_path):
+    config = write_config(tmp_path, engine_work, {"sglang_url": sglang_server}, train={"aux_layers": TRAINED_DEEPER})
+    outcome = run_gate("sglang-url-trained-deeper", "sglang", ["--config", config], tmp_path / "out")
+    assert assert_failed_on(outcome, "layer_offset")["evidence"]["shift"] == -1
