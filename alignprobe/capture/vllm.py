@@ -62,15 +62,17 @@ def capture_vllm(
                 raise BadInput("--url needs --model, the name the server serves the model under")
             source = request_files(url, served_model, prompts, timeout=timeout)
             provenance = {"model": served_model, "capture": {"server": url}}
-        else:
+        elif offline_model is not None:  # the one source left (exactly one was checked above)
             from alignprobe.probes.vllm_drive import generate_offline
 
             if not storage_dir:
                 raise BadInput("--offline-model needs --storage-dir, where vLLM writes its files")
-            run = generate_offline(os.fspath(offline_model), prompts, layer_ids, os.fspath(storage_dir),
-                                   python=engine_python and os.fspath(engine_python), engine_options=engine_options)
+            model = os.fspath(offline_model)
+            run = generate_offline(model, prompts, layer_ids, os.fspath(storage_dir),
+                                   python=os.fspath(engine_python) if engine_python else None,
+                                   engine_options=engine_options)
             source = run.paths
-            provenance = {"model": os.fspath(offline_model), "dtype": run.dtype, "engine_version": run.vllm_version,
+            provenance = {"model": model, "dtype": run.dtype, "engine_version": run.vllm_version,
                           "capture": {"engine_options": run.engine_options, "engine_start_s": round(run.start_s, 2),
                                       "engine_generate_s": round(run.generate_s, 3)}}
     return capture_vllm_files(source, out_path, layer_ids=layer_ids, tokens_from=tokens_from, prompts=prompts,

@@ -7,7 +7,6 @@ import click
 from alignprobe.cli.capture import capture, parse_layer_list
 from alignprobe.cli.options import NUM_LAYERS, SECONDS
 from alignprobe.errors import BadInput
-from alignprobe.safe_paths import input_file, output_file, refuse_overlap
 
 
 @capture.command("sglang")
@@ -44,36 +43,20 @@ def capture_sglang_command(url, engine_model, tokens_from, prompts_path, out_pat
                            arch, max_new_tokens, in_flight, engine_python, engine_args, old_deepseek_rule, timeout,
                            retries, resume, force, quiet) -> None:
     """Capture what SGLang feeds the drafter: /generate with return_hidden_states, prefill only."""
+    from alignprobe.capture import capture_sglang
+    from alignprobe.cli.engine_args import parse_engine_args
     from alignprobe.dump import open_dump
     from alignprobe.dump.marks import summary_line
 
-    if (url is None) == (engine_model is None):
-        raise BadInput("give exactly one of --url (a running server) or --engine-model (offline sglang.Engine)")
-    if (tokens_from is None) == (prompts_path is None):
-        raise BadInput("give exactly one of --tokens-from DUMP or --prompts JSONL")
-    refuse_overlap({"--out": output_file(out_path, "--out")},
-                   {"--tokens-from": tokens_from and input_file(tokens_from, "dump"),
-                    "--prompts": prompts_path and input_file(prompts_path, "prompt file"), "--engine-model": engine_model})
     ids = parse_layer_list(layer_ids, "--layer-ids")
     if isinstance(ids, str):
         raise BadInput("--layer-ids takes the drafter's ids, e.g. 1,29,57")
-    options = dict(
-        layer_ids=ids, num_layers=num_layers, hidden_size=hidden_size, arch=arch, max_new_tokens=max_new_tokens,
-        sglang_first_id_rule=not old_deepseek_rule, resume=resume, overwrite=force, progress=not quiet,
-    )
-    if url is not None and (engine_python or engine_args):
-        raise BadInput("--engine-python and --engine-arg go with --engine-model, not --url")
-    prompts = tokens_from or prompts_path
-    if url is not None:
-        from alignprobe.probes.sglang_http import capture_sglang
-
-        path = capture_sglang(url, prompts, out_path, timeout=timeout, retries=retries, in_flight=in_flight, **options)
-    else:
-        from alignprobe.cli.engine_args import parse_engine_args
-        from alignprobe.probes.sglang_engine import capture_sglang_engine
-
-        path = capture_sglang_engine(engine_model, prompts, out_path, python=engine_python,
-                                     engine_kwargs=parse_engine_args(engine_args), **options)
+    path = capture_sglang(out_path, url=url, engine_model=engine_model, engine_python=engine_python,
+                          engine_options=parse_engine_args(engine_args), tokens_from=tokens_from,
+                          prompts_path=prompts_path, layer_ids=ids, timeout=timeout, retries=retries,
+                          in_flight=in_flight, num_layers=num_layers, hidden_size=hidden_size, arch=arch,
+                          max_new_tokens=max_new_tokens, sglang_first_id_rule=not old_deepseek_rule, resume=resume,
+                          overwrite=force, progress=not quiet)
     with open_dump(path) as dump:
         claim = dump.streams["hidden_states"]
         means = dump.provenance.capture.get("width_means", "")

@@ -24,14 +24,16 @@ from alignprobe.layer_ids import parse_layer_list
 @click.option("--dtype", help="[train] dtype: bf16, fp16 or fp32 (default bf16).")
 @click.option("--device", help="[train] device: cpu, cuda, cuda:N.")
 @click.option("--sglang-url", help="[serve] a running SGLang server (--enable-return-hidden-states).")
+@click.option("--sglang-offline-model", help="[serve] run sglang.Engine offline on this model (engine_args: its keywords).")
 @click.option("--vllm-dir", help="[serve] files vLLM's extract_hidden_states connector wrote.")
 @click.option("--vllm-url", help="[serve] a running vLLM server (with --vllm-model).")
 @click.option("--vllm-model", help="[serve] the name the vLLM server serves the model under.")
 @click.option("--vllm-offline-model", help="[serve] run vllm.LLM offline on this model (with --vllm-storage-dir).")
 @click.option("--vllm-storage-dir", help="[serve] where offline vLLM writes its files.")
-@click.option("--engine-python", help="[serve] engine_python: the Python of vLLM's venv (with --vllm-offline-model).")
+@click.option("--engine-python", help="[serve] engine_python: the Python of the engine's venv "
+                                     "(with --vllm-offline-model or --sglang-offline-model).")
 @click.option("--engine-arg", "engine_args", multiple=True, metavar="KEY=VALUE",
-              help="[serve] engine_args: a vllm.LLM keyword, e.g. enforce_eager=true (repeatable).")
+              help="[serve] engine_args: a vllm.LLM or sglang.Engine keyword, e.g. enforce_eager=true (repeatable).")
 @click.option("--layer-ids", help="[serve] layer_ids: the drafter's ids, e.g. 1,29,57 (required for vLLM).")
 @click.option("--out", help="Folder for train.h5, serve.h5, result.json, junit.xml and report/ (default alignprobe-gate); "
                             "the config's json and junit paths inside its out folder move with it.")
@@ -42,9 +44,9 @@ from alignprobe.layer_ids import parse_layer_list
 @click.option("--strict", is_flag=True, default=None, help="Fail on WARN too.")
 @click.option("--quiet", "-q", is_flag=True, help="Print the verdict line only, no progress bars.")
 @click.option("--verbose", "-v", is_flag=True, help="Print every slice and every finding's fix.")
-def gate(config_path, model, prompts, dtype, device, sglang_url, vllm_dir, vllm_url, vllm_model, vllm_offline_model,
-         vllm_storage_dir, engine_python, engine_args, layer_ids, out, json_path, junit, policy_file, overrides, strict,
-         quiet, verbose) -> int:
+def gate(config_path, model, prompts, dtype, device, sglang_url, sglang_offline_model, vllm_dir, vllm_url, vllm_model,
+         vllm_offline_model, vllm_storage_dir, engine_python, engine_args, layer_ids, out, json_path, junit, policy_file,
+         overrides, strict, quiet, verbose) -> int:
     """The pre-training gate: check the inputs, capture hf on the model folder, capture the serving engine,
     compare, report.
 
@@ -58,9 +60,9 @@ def gate(config_path, model, prompts, dtype, device, sglang_url, vllm_dir, vllm_
     config = None
     try:
         config = load_config(config_path) if config_path else GateConfig()
-        config = _with_flags(config, flags, model, prompts, dtype, device, sglang_url, vllm_dir, vllm_url, vllm_model,
-                             vllm_offline_model, vllm_storage_dir, engine_python, engine_args, layer_ids, policy_file,
-                             strict, overrides)
+        config = _with_flags(config, flags, model, prompts, dtype, device, sglang_url, sglang_offline_model, vllm_dir,
+                             vllm_url, vllm_model, vllm_offline_model, vllm_storage_dir, engine_python, engine_args,
+                             layer_ids, policy_file, strict, overrides)
         if quiet and verbose:
             raise BadInput("--quiet and --verbose contradict each other: give one")
         echo = people_echo(config.json)
@@ -77,7 +79,8 @@ def gate(config_path, model, prompts, dtype, device, sglang_url, vllm_dir, vllm_
         config = _outputs_from_flags(config or GateConfig(), flags)
         line = printable_line(str(exc).strip() or type(exc).__name__)
         named = {"--config": config_path, "--model": model, "--prompts": prompts, "--policy": policy_file,
-                 "--vllm-dir": vllm_dir, "--vllm-offline-model": vllm_offline_model, "--engine-python": engine_python}
+                 "--vllm-dir": vllm_dir, "--vllm-offline-model": vllm_offline_model, "--engine-python": engine_python,
+                 "--sglang-offline-model": sglang_offline_model}
         written = write_gate_error(config, line, exc.exit_code, named)
         if output_paths(config)["--json"] in written:
             forget_json_path()  # written: the CLI's own error record must not write it a second time
@@ -85,24 +88,24 @@ def gate(config_path, model, prompts, dtype, device, sglang_url, vllm_dir, vllm_
     return finish(run.result, run.outputs, quiet=quiet, verbose=verbose)
 
 
-def _with_flags(config, flags, model, prompts, dtype, device, sglang_url, vllm_dir, vllm_url, vllm_model,
-                vllm_offline_model, vllm_storage_dir, engine_python, engine_args, layer_ids, policy_file, strict,
-                overrides):
+def _with_flags(config, flags, model, prompts, dtype, device, sglang_url, sglang_offline_model, vllm_dir, vllm_url,
+                vllm_model, vllm_offline_model, vllm_storage_dir, engine_python, engine_args, layer_ids, policy_file,
+                strict, overrides):
     """The config with the flags laid over it (a flag wins over its key)."""
     from alignprobe.cli.engine_args import parse_engine_args
     from alignprobe.findings.tolerances import parse_overrides
+    from alignprobe.gate.config import SERVE_SOURCES
 
     train = {k: v for k, v in dict(model=model, prompts=prompts, dtype=dtype, device=device).items() if v is not None}
-    serve = {k: v for k, v in dict(sglang_url=sglang_url, vllm_dir=vllm_dir, vllm_url=vllm_url, vllm_model=vllm_model,
-                                   vllm_offline_model=vllm_offline_model, vllm_storage_dir=vllm_storage_dir,
-                                   engine_python=engine_python).items()
+    serve = {k: v for k, v in dict(sglang_url=sglang_url, sglang_offline_model=sglang_offline_model, vllm_dir=vllm_dir,
+                                   vllm_url=vllm_url, vllm_model=vllm_model, vllm_offline_model=vllm_offline_model,
+                                   vllm_storage_dir=vllm_storage_dir, engine_python=engine_python).items()
              if v is not None}
     if engine_args:
         serve["engine_args"] = {**config.serve.engine_args, **parse_engine_args(engine_args)}
-    if any(k in serve for k in ("sglang_url", "vllm_dir", "vllm_url", "vllm_offline_model")):
+    if any(k in serve for k in SERVE_SOURCES):
         # a source given on the command line replaces the file's, whichever kind that was
-        config.serve = dataclasses.replace(config.serve, sglang_url=None, vllm_dir=None, vllm_url=None,
-                                           vllm_offline_model=None)
+        config.serve = dataclasses.replace(config.serve, **dict.fromkeys(SERVE_SOURCES))
     if layer_ids is not None:
         serve["layer_ids"] = parse_layer_list(layer_ids, "--layer-ids", words=())
     config.train = dataclasses.replace(config.train, **train)

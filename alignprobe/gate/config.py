@@ -9,8 +9,10 @@
     prompts = "prompts.jsonl"
     dtype = "bf16"
 
-    [serve]                          # exactly one of the four sources
+    [serve]                          # exactly one of the five sources
     sglang_url = "http://127.0.0.1:30000"
+    # sglang_offline_model = "/models/target"         sglang.Engine run offline by the gate
+    #     + engine_python = "/venvs/sglang/bin/python" and engine_args = { device = "cpu" }
     # vllm_dir = "/shared/hs"                         files the connector already wrote
     # vllm_url = "http://127.0.0.1:8000"  + vllm_model = "target"
     # vllm_offline_model = "/models/target" + vllm_storage_dir = "/tmp/hs"
@@ -34,7 +36,8 @@ from typing import Any
 from alignprobe.errors import BadInput
 from alignprobe.layer_ids import parse_layer_list
 
-SERVE_SOURCES = ("sglang_url", "vllm_dir", "vllm_url", "vllm_offline_model")
+SERVE_SOURCES = ("sglang_url", "sglang_offline_model", "vllm_dir", "vllm_url", "vllm_offline_model")
+ENGINE_SOURCES = ("sglang_offline_model", "vllm_offline_model")  # the gate starts the engine: engine_python, engine_args
 
 
 @dataclasses.dataclass
@@ -53,13 +56,15 @@ class TrainSide:
 @dataclasses.dataclass
 class ServeSide:
     sglang_url: str | None = None
+    sglang_offline_model: str | None = None
     vllm_dir: str | None = None
     vllm_url: str | None = None
     vllm_model: str | None = None
     vllm_offline_model: str | None = None
     vllm_storage_dir: str | None = None
-    engine_python: str | None = None  # vllm_offline_model: the Python of vLLM's venv [default: this one]
-    engine_args: dict[str, Any] = dataclasses.field(default_factory=dict)  # vllm_offline_model: vllm.LLM keywords
+    engine_python: str | None = None  # *_offline_model: the Python of the engine's venv [default: this one]
+    # *_offline_model: keywords of vllm.LLM or sglang.Engine
+    engine_args: dict[str, Any] = dataclasses.field(default_factory=dict)
     layer_ids: list[int] | None = None
     num_layers: int | None = None
     hidden_size: int | None = None
@@ -104,8 +109,9 @@ class GateConfig:
             raise BadInput("gate: vllm_url needs vllm_model, the name the server serves the model under")
         if source == "vllm_offline_model" and not self.serve.vllm_storage_dir:
             raise BadInput("gate: vllm_offline_model needs vllm_storage_dir, where vLLM writes its files")
-        if source != "vllm_offline_model" and (self.serve.engine_python or self.serve.engine_args):
-            raise BadInput("gate: engine_python and engine_args go with vllm_offline_model (the engine the gate runs)")
+        if source not in ENGINE_SOURCES and (self.serve.engine_python or self.serve.engine_args):
+            raise BadInput(f"gate: engine_python and engine_args go with {' or '.join(ENGINE_SOURCES)} "
+                           "(the engine the gate runs)")
         return self
 
     def moved_to(self, out: str) -> "GateConfig":
@@ -145,7 +151,8 @@ def config_from_dict(raw: dict[str, Any], base: str | None = None, where: str = 
     config = dataclasses.replace(top, train=train, serve=serve, policy=policy)
     if base:
         for holder, names in ((config.train, ("model", "prompts")),
-                              (config.serve, ("vllm_dir", "vllm_offline_model", "vllm_storage_dir", "engine_python")),
+                              (config.serve, ("sglang_offline_model", "vllm_dir", "vllm_offline_model", "vllm_storage_dir",
+                                               "engine_python")),
                               (config, ("out", "junit", "json", "policy_file"))):
             for name in names:
                 value = getattr(holder, name)

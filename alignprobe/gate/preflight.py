@@ -3,7 +3,7 @@
 The train side of a real model takes minutes to hours; a serve URL that is down, or a venv without
 vLLM, must be one line before that, not after it. Checked: the model folder (config.json and its
 layer count), the prompts file, and the serve source (a server answering /health, the connector
-folder, or the offline model's folder and a Python that has vLLM).
+folder, or the offline model's folder and a Python that has the engine).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ def check_inputs(config: GateConfig) -> None:
     else:
         from alignprobe.probes.engine_process import check_engine_python
 
-        _named("serve.vllm_offline_model", local_model_dir, serve.vllm_offline_model)
-        _named("serve.engine_python", check_engine_python, "vLLM", serve.engine_python, "vllm")
+        engine, module = ("SGLang", "sglang") if source == "sglang_offline_model" else ("vLLM", "vllm")
+        _named(f"serve.{source}", local_model_dir, getattr(serve, source))
+        _named("serve.engine_python", check_engine_python, engine, serve.engine_python, module)
 
 
 def _named(key: str, check, *args) -> None:

@@ -1,6 +1,6 @@
 """``run_gate(config)``: check the inputs, capture the train side, capture the serve side, compare, write.
 
-The same calls the capture commands make (alignprobe.capture, ``capture_sglang``), then ``compare``
+The same calls the capture commands make (alignprobe.capture), then ``compare``
 and ``write_outputs``; the gate only fixes where each file goes. Both dumps are captured afresh on
 every run (a stale dump from an earlier run must never pass a new gate). A run that stops on bad
 input still leaves result.json, report/summary.md and the JUnit file (:func:`write_gate_error`).
@@ -46,21 +46,23 @@ def output_paths(config: GateConfig) -> dict[str, str]:
 def input_paths(config: GateConfig) -> dict[str, str | None]:
     """What a gate run reads, by the flag that names it: never written over or into."""
     return {"--model": config.train.model, "--prompts": config.train.prompts, "--policy": config.policy_file,
-            "--vllm-dir": config.serve.vllm_dir, "--vllm-offline-model": config.serve.vllm_offline_model}
+            "--vllm-dir": config.serve.vllm_dir, "--vllm-offline-model": config.serve.vllm_offline_model,
+            "--sglang-offline-model": config.serve.sglang_offline_model}
 
 
 def capture_serve(config: GateConfig, train_dump: str, out_path: str, progress: bool = False) -> str:
     """The serve side from the config's one source, the prompts and sample ids of ``train_dump``."""
     s = config.serve
-    if s.source == "sglang_url":
-        from alignprobe.probes.sglang_http import capture_sglang
+    if s.source in ("sglang_url", "sglang_offline_model"):
+        from alignprobe.capture import capture_sglang
 
-        return capture_sglang(s.sglang_url, train_dump, out_path, timeout=s.timeout, retries=s.retries,
-                              layer_ids=s.layer_ids, num_layers=s.num_layers, hidden_size=s.hidden_size, arch=s.arch,
-                              overwrite=True, progress=progress)
+        return capture_sglang(out_path, url=s.sglang_url, engine_model=s.sglang_offline_model,
+                              engine_python=s.engine_python, engine_options=s.engine_args, tokens_from=train_dump,
+                              layer_ids=s.layer_ids, timeout=s.timeout, retries=s.retries, num_layers=s.num_layers,
+                              hidden_size=s.hidden_size, arch=s.arch, overwrite=True, progress=progress)
     from alignprobe.capture import capture_vllm
 
-    return capture_vllm(out_path, layer_ids=s.layer_ids, from_dir=s.vllm_dir, url=s.vllm_url, served_model=s.vllm_model,
+    return capture_vllm(out_path, layer_ids=s.layer_ids or [], from_dir=s.vllm_dir, url=s.vllm_url, served_model=s.vllm_model,
                         offline_model=s.vllm_offline_model, storage_dir=s.vllm_storage_dir,
                         engine_python=s.engine_python, engine_options=s.engine_args or None, tokens_from=train_dump,
                         timeout=s.timeout, num_layers=s.num_layers, overwrite=True, progress=progress)

@@ -6,40 +6,26 @@ HF[2, 4, 5]), explicit ids 2 4 5 (vLLM's numbering given to SGLang: one layer de
 (the final state only), and a bf16 server against fp32 training.
 """
 
+import json
 import os
 
 import pytest
 
 from engine_helpers import (
-    DEFAULT_HF, best_match, engine_venv, engine_work, free_port, record, run_cli, server, sglang_env, slice_cosines,
-    summarize,
+    DEFAULT_HF, SGLANG_AUX_EAGLE3, SGLANG_ENGINE_ARGS, best_match, engine_venv, engine_work, free_port, record,
+    run_cli, server, sglang_env, sglang_version, slice_cosines, summarize,
 )
+from engine_helpers import sglang_launch_argv as launch_argv
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 _ = engine_work  # a fixture, imported for its name
 
-AUX_EAGLE3 = ["--enable-return-aux-hidden-states", "--speculative-algorithm", "EAGLE3"]
+AUX_EAGLE3 = SGLANG_AUX_EAGLE3
 
 
 @pytest.fixture(scope="module")
 def sglang_venv():
     return engine_venv("sglang")
-
-
-def launch_argv(venv, model, port, dtype, extra):
-    return [os.path.join(venv, "bin", "python"), "-m", "sglang.launch_server", "--model-path", model,
-            "--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
-            "--enable-return-hidden-states", "--disable-radix-cache", "--chunked-prefill-size", "-1",
-            "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype, "--max-total-tokens", "4096",
-            "--max-running-requests", "4", "--skip-server-warmup", "--disable-overlap-schedule",
-            "--mem-fraction-static", "0.1", *extra]
-
-
-def sglang_version(venv):
-    import glob
-
-    found = glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "sglang-*.dist-info"))
-    return os.path.basename(found[0])[len("sglang-"):-len(".dist-info")] if found else "?"
 
 
 def capture_over_http(sglang_venv, engine_work, name, dtype, extra, train_dtype):
@@ -112,11 +98,9 @@ def test_offline_engine_explicit_ids_pass_bf16_and_name_the_dtype_against_fp32(s
     args = ["capture", "sglang", "--engine-model", engine_work["model"], "--engine-python",
             os.path.join(sglang_venv, "bin", "python"), "--tokens-from", engine_work["train"]["bf16"], "--out", out,
             "--quiet"]
-    for pair in ("device=cpu", "attention_backend=torch_native", "disable_cuda_graph=true", "dtype=bfloat16",
-                 "max_total_tokens=4096", "max_running_requests=4", "skip_server_warmup=true",
-                 "disable_overlap_schedule=true", "mem_fraction_static=0.1", "enable_return_aux_hidden_states=true",
-                 "speculative_algorithm=EAGLE3", "return_aux_hidden_state_layer_ids=[1,3,4]"):
-        args += ["--engine-arg", pair]
+    engine_args = {**SGLANG_ENGINE_ARGS, "dtype": "bfloat16", "return_aux_hidden_state_layer_ids": [1, 3, 4]}
+    for key, value in engine_args.items():
+        args += ["--engine-arg", f"{key}={json.dumps(value)}"]
     saved = dict(os.environ)
     os.environ.update(sglang_env(sglang_venv))  # the engine process inherits it
     try:

@@ -4,7 +4,8 @@ own Python), the checks it makes before any capture, and what it leaves behind o
 The vLLM stand-ins speak vLLM's interfaces, not the gate's: the server answers ``/health`` and
 ``/v1/completions`` as speculators' vllm_client.py reads them (test_vllm_probe.py), and offline vLLM
 is a ``vllm`` package (tests/helpers/fake_vllm) behind a Python of its own, the driver run in it unchanged.
-Where the real engine is installed, test_engine_vllm.py runs the same paths against it.
+Where the real engines are installed, tests/engines/test_gate_vllm.py and test_gate_sglang.py run every
+source against them.
 """
 
 from __future__ import annotations
@@ -165,6 +166,11 @@ def error_outputs(out, message):
      "has no vllm module"),
     (lambda tmp, port: ["--vllm-offline-model", str(tmp / "p.jsonl"), "--vllm-storage-dir", str(tmp / "hs"),
                         "--layer-ids", "2,4,5"], "not a local model directory"),
+    (lambda tmp, port: ["--sglang-offline-model", str(tmp / "model"),
+                        "--engine-python", engine_python(tmp, with_vllm=False)], "has no sglang module"),
+    (lambda tmp, port: ["--sglang-offline-model", str(tmp / "p.jsonl")], "serve.sglang_offline_model"),
+    (lambda tmp, port: ["--sglang-url", f"http://127.0.0.1:{port}", "--engine-arg", "device=cpu"],
+     "engine_python and engine_args go with"),
 ])
 def test_a_serve_source_that_cannot_work_is_refused_before_any_capture(inputs, tmp_path, source, message):
     model, prompts = inputs

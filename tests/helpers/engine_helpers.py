@@ -58,6 +58,31 @@ def sglang_env(venv: str) -> dict[str, str]:
     return {"SGLANG_USE_CPU_ENGINE": "1", "OMP_NUM_THREADS": "1", "LD_LIBRARY_PATH": library_path}
 
 
+# SGLang's CPU engine as it ran here (REAL_ENGINES.md): the server's flags and the same as sglang.Engine keywords.
+# EAGLE3 aux capture on, with the model's default ids unless a caller adds explicit ones.
+SGLANG_AUX_EAGLE3 = ["--enable-return-aux-hidden-states", "--speculative-algorithm", "EAGLE3"]
+SGLANG_ENGINE_ARGS = {"device": "cpu", "attention_backend": "torch_native", "disable_cuda_graph": True,
+                      "max_total_tokens": 4096, "max_running_requests": 4, "skip_server_warmup": True,
+                      "disable_overlap_schedule": True, "mem_fraction_static": 0.1,
+                      "enable_return_aux_hidden_states": True, "speculative_algorithm": "EAGLE3"}
+
+
+def sglang_launch_argv(venv: str, model: str, port: int, dtype: str, extra: list[str]) -> list[str]:
+    return [os.path.join(venv, "bin", "python"), "-m", "sglang.launch_server", "--model-path", model,
+            "--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
+            "--enable-return-hidden-states", "--disable-radix-cache", "--chunked-prefill-size", "-1",
+            "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype, "--max-total-tokens", "4096",
+            "--max-running-requests", "4", "--skip-server-warmup", "--disable-overlap-schedule",
+            "--mem-fraction-static", "0.1", *extra]
+
+
+def sglang_version(venv: str) -> str:
+    import glob
+
+    found = glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "sglang-*.dist-info"))
+    return os.path.basename(found[0])[len("sglang-"):-len(".dist-info")] if found else "?"
+
+
 def vllm_env() -> dict[str, str]:
     return {"VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB; vLLM's default does not fit beside the tests here
 
