@@ -4,7 +4,7 @@ Runs under the vLLM venv's python (it imports vllm, not alignprobe):
     python accept_vllm_run.py CASES.json
 CASES.json: {"target": DIR, "prompts": [[ids...], ...], "new_tokens": 64, "k": 3,
              "cases": [{"name": ..., "drafter": DIR, "dtype": "float32", "temperature": 0.0, "seed": 0}, ...]}
-Each case is a fresh LLM (engine start ~20-30 s); counters from LLM.get_metrics() (REAL_ENGINES.md).
+One LLM per drafter and dtype (engine start ~20-30 s); counters from LLM.get_metrics() (REAL_ENGINES.md).
 
 Beside vLLM's counters, the requests are stepped one engine step at a time (output deltas), so
 the tokens each step emitted are counted independently of the metrics: a step that verified k
@@ -74,39 +74,55 @@ def install_expand_fix() -> None:
     rs.expand_batch_to_tokens = expand
 
 
-def run_case(spec: dict, case: dict) -> dict:
-    from vllm import LLM, SamplingParams
+def engine_for(spec: dict, case: dict, held: dict):
+    """One LLM per (drafter, dtype): cases that differ only in sampling share it (counters are differenced)."""
+    from vllm import LLM
+
+    key = (case["drafter"], case.get("dtype", "float32"))
+    if held.get("key") != key:
+        held.clear()
+        import gc
+
+        gc.collect()
+        # no prefix caching: a later case's prompts must be prefilled as the first case's were
+        held["llm"] = LLM(model=spec["target"], dtype=key[1], max_model_len=1024, enforce_eager=True,
+                          disable_log_stats=False, seed=0, enable_prefix_caching=False,
+                          speculative_config={"method": "eagle3", "model": key[0], "num_speculative_tokens": spec["k"]})
+        held["key"] = key
+    return held["llm"]
+
+
+def run_case(spec: dict, case: dict, held: dict) -> dict:
+    from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    llm = LLM(model=spec["target"], dtype=case.get("dtype", "float32"), max_model_len=1024, enforce_eager=True,
-              disable_log_stats=False, seed=0,
-              speculative_config={"method": "eagle3", "model": case["drafter"], "num_speculative_tokens": spec["k"]})
+    llm = engine_for(spec, case, held)
+    before = counters(llm)
     temperature = float(case.get("temperature", 0.0))
     extra = {"seed": int(case.get("seed", 0))} if temperature > 0 else {}
     params = SamplingParams(max_tokens=spec["new_tokens"], temperature=temperature, ignore_eos=True,
                             output_kind=RequestOutputKind.DELTA, **extra)
     engine = llm.llm_engine
+    tag = case["name"]
     for i, prompt in enumerate(spec["prompts"]):
-        engine.add_request(str(i), {"prompt_token_ids": prompt}, params)
+        engine.add_request(f"{tag}/{i}", {"prompt_token_ids": prompt}, params)
     outputs = [[] for _ in spec["prompts"]]
     steps = [[] for _ in spec["prompts"]]  # tokens emitted per engine step, per request
     while engine.has_unfinished_requests():
         for out in engine.step():
-            i = int(out.request_id)
+            i = int(out.request_id.rsplit("/", 1)[1])
             delta = list(out.outputs[0].token_ids)
             outputs[i].extend(delta)
             steps[i].append(len(delta))
-    c = counters(llm)
+    after = counters(llm)
+    c = {key: after[key] - before[key] for key in ("drafts", "draft_tokens", "accepted")}
+    c["per_pos"] = [a - b for a, b in zip(after["per_pos"], before["per_pos"] or [0] * len(after["per_pos"]))]
     c["name"] = case["name"]
     c["temperature"] = temperature
     c["outputs"] = outputs
     c["steps"] = steps
     c["accept_length"] = 1 + c["accepted"] / c["drafts"] if c["drafts"] else None
     c["per_position"] = [a / c["drafts"] for a in c["per_pos"]] if c["drafts"] else []
-    del llm
-    import gc
-
-    gc.collect()
     return c
 
 
@@ -121,12 +137,13 @@ def main() -> None:
     if spec.get("trace"):
         install_trace(records)
     results = []
+    held: dict = {}
     for case in spec["cases"]:
         rs.expand_batch_to_tokens = shipped
         if case.get("fix_cpu_expand"):
             install_expand_fix()
         records.clear()
-        c = run_case(spec, case)
+        c = run_case(spec, case, held)
         if spec.get("trace"):
             c["trace"] = list(records)
         results.append(c)
