@@ -9,7 +9,7 @@ folder exists, so only one engine runs at a time on a shared box):
 ROOT/fixture: the tiny target and trained drafter of the accept tests (tests/helpers/accept_validation.py
 ``build``; reused when present). Configurations:
   greedy            temperature 0; the dumps hold vLLM's greedy continuations (the target's own tokens)
-  t=T               SamplingParams(temperature=T, seed=0). vLLM is run twice: as shipped, and with its
+  t=T               SamplingParams(temperature=T, seed=i) for request i. vLLM is run twice: as shipped, and with its
                     CPU per-token expansion replaced (tests/helpers/accept_vllm_run.py says why). The
                     prediction never sees the engine's text: its dumps hold continuations the target
                     sampled at T in transformers (other seeds, ``--samples`` per prompt).
@@ -48,7 +48,7 @@ LOCK = "/work/engines/run.lock"
 
 
 def run_vllm(python, target, prompt_ids, new_tokens, k, cases, root, name):
-    spec = {"target": target, "prompts": prompt_ids, "new_tokens": new_tokens, "k": k, "cases": cases}
+    spec = {"target": target, "prompts": prompt_ids, "new_tokens": new_tokens, "k": k, "cases": cases, "seeds": "seed + request"}
     spec_path = os.path.join(root, f"vllm_{name}.json")
     out_path = os.path.join(root, f"vllm_{name}_result.json")
     if os.path.exists(out_path):
@@ -122,7 +122,7 @@ def sglang_attempt(root, target, drafter) -> str:
     if os.path.isdir(os.path.dirname(LOCK)):
         command = ["flock", LOCK] + command
     env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1", OMP_NUM_THREADS="1")
-    stub = os.path.join(root, "libcuda-stub")
+    stub = os.path.join(venvs, "sglang", "libcuda-stub")  # the one-symbol libcuda of the SGLang install
     if os.path.isdir(stub):
         env["LD_LIBRARY_PATH"] = stub + ":" + env.get("LD_LIBRARY_PATH", "")
     try:

@@ -3,7 +3,7 @@
 Runs under the vLLM venv's python (it imports vllm, not alignprobe):
     python accept_vllm_run.py CASES.json
 CASES.json: {"target": DIR, "prompts": [[ids...], ...], "new_tokens": 64, "k": 3,
-             "cases": [{"name": ..., "drafter": DIR, "dtype": "float32", "temperature": 0.0, "seed": 0}, ...]}
+             "cases": [{"name": ..., "drafter": DIR, "dtype": "float32", "temperature": 0.0, "seed": 0}, ...]}  (request i: seed + i)
 One LLM per drafter and dtype (engine start ~20-30 s); counters from LLM.get_metrics() (REAL_ENGINES.md).
 
 Beside vLLM's counters, the requests are stepped one engine step at a time (output deltas), so
@@ -99,12 +99,14 @@ def run_case(spec: dict, case: dict, held: dict) -> dict:
     llm = engine_for(spec, case, held)
     before = counters(llm)
     temperature = float(case.get("temperature", 0.0))
-    extra = {"seed": int(case.get("seed", 0))} if temperature > 0 else {}
-    params = SamplingParams(max_tokens=spec["new_tokens"], temperature=temperature, ignore_eos=True,
-                            output_kind=RequestOutputKind.DELTA, **extra)
     engine = llm.llm_engine
     tag = case["name"]
     for i, prompt in enumerate(spec["prompts"]):
+        # Request i is seeded seed + i: one seed for all would draw the same uniforms in every request,
+        # and the counters would rest on one random stream instead of one per request.
+        extra = {"seed": int(case.get("seed", 0)) + i} if temperature > 0 else {}
+        params = SamplingParams(max_tokens=spec["new_tokens"], temperature=temperature, ignore_eos=True,
+                                output_kind=RequestOutputKind.DELTA, **extra)
         engine.add_request(f"{tag}/{i}", {"prompt_token_ids": prompt}, params)
     outputs = [[] for _ in spec["prompts"]]
     steps = [[] for _ in spec["prompts"]]  # tokens emitted per engine step, per request
