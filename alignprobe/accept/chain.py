@@ -68,18 +68,33 @@ class EngineWalk:
     """The engine's own walk over a sequence: draft at t, accept the leading run of n correct steps,
     take the target's token as the bonus, draft next at t + n + 1. On a dump of the target's own
     greedy output the accepted drafts ARE the dump's tokens, so the teacher-forced chains at the
-    visited starts are exactly what a greedy engine computes, and the counters are its counters."""
+    visited starts are exactly what a greedy engine computes, and the counters are its counters.
+
+    The same holds under sampling for vLLM's default EAGLE drafts (argmax, draft probability one-hot):
+    the rejection sampler accepts draft x with probability p_T(x) and otherwise emits a token drawn
+    from p_T without x, so the emitted text is a plain sample of the target at T and a draft is
+    accepted exactly when that sample equals it. On a dump of text sampled at T the walk is one
+    draw of the engine's counters; ``expected`` keeps the lower-variance mean at the same starts:
+    step j's probability p_T(draft j) where the dump matched steps 1..j-1 (there the dump's
+    context is the drafted one)."""
 
     steps: int
     drafts: int = 0
     accepted: list = dataclasses.field(default_factory=list)  # per position, as vLLM's accepted_per_pos
+    expected: list = dataclasses.field(default_factory=list)  # per position, sum of expected acceptance
 
     def __post_init__(self) -> None:
         self.accepted = self.accepted or [0] * self.steps
+        self.expected = self.expected or [0.0] * self.steps
 
-    def add(self, correct, keep=None, start: int = 0) -> None:
-        """``correct``: bool [steps, T] (a torch tensor); ``keep``: starts the engine could draft at."""
+    def add(self, correct, keep=None, start: int = 0, probability=None) -> None:
+        """``correct``: bool [steps, T] (a torch tensor); ``keep``: starts the engine could draft at;
+        ``probability``: [steps, T] the target's probability of each draft (sampling), or None."""
         runs = correct.long().cumprod(dim=0).sum(dim=0).tolist()  # leading accepted steps per start
+        expected = None
+        if probability is not None:
+            before = _matched_before(correct)
+            expected = (before * probability.double()).tolist()
         t = start
         while t < len(runs):
             if keep is not None and not keep[t]:
@@ -89,6 +104,9 @@ class EngineWalk:
             self.drafts += 1
             for j in range(n):
                 self.accepted[j] += 1
+            if expected is not None:
+                for j in range(self.steps):
+                    self.expected[j] += expected[j][t]
             t += n + 1
 
     @property
@@ -98,6 +116,22 @@ class EngineWalk:
     @property
     def accept_length(self) -> float:
         return 1.0 + sum(self.accepted) / self.drafts if self.drafts else float("nan")
+
+    @property
+    def expected_per_position(self) -> list[float]:
+        return [e / self.drafts for e in self.expected] if self.drafts else [float("nan")] * self.steps
+
+    @property
+    def expected_accept_length(self) -> float:
+        return 1.0 + sum(self.expected) / self.drafts if self.drafts else float("nan")
+
+
+def _matched_before(correct):
+    """[steps, T] -> 1 where every earlier step was correct (step 1: always 1)."""
+    import torch
+
+    ones = torch.ones_like(correct[:1], dtype=torch.double)
+    return torch.cat([ones, correct[:-1].double().cumprod(dim=0)], dim=0)
 
 
 def accept_length_from_rates(conditional: list[float]) -> float:
@@ -109,11 +143,11 @@ def accept_length_from_rates(conditional: list[float]) -> float:
     return total
 
 
-def sampled_acceptance(draft_logits, target_logits, draft_to_target, temperature: float):
-    """Rejection sampling accepts a drafted token with probability sum_x min(p(x), q(x)): p the target's
-    distribution, q the drafter's (draft vocab mapped onto the target's; other ids have q = 0)."""
-    import torch
-
-    q = (draft_logits / temperature).softmax(-1)
-    p = (target_logits / temperature).softmax(-1)[:, draft_to_target]
-    return torch.minimum(p, q).sum(-1)
+def draft_acceptance(drafted_target_ids, target_logits, temperature: float):
+    """The probability vLLM's rejection sampler accepts each drafted token: p_T(draft), the target's
+    softmax at the temperature. vLLM's EAGLE proposer drafts the argmax and passes no draft
+    probabilities (``draft_sample_method`` "greedy", its default and the only choice with d2t), so
+    the ratio test p(x) / q(x) >= u runs with q(x) = 1 (vllm/v1/sample/rejection_sampler.py,
+    ``NO_DRAFT_PROBS``). ``drafted_target_ids``: [T] target ids; ``target_logits``: [T, vocab]."""
+    p = (target_logits.double() / temperature).softmax(-1)
+    return p.gather(1, drafted_target_ids.long().unsqueeze(1)).squeeze(1)

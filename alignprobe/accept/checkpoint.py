@@ -3,7 +3,8 @@
 SpecForge (``LlamaForCausalLMEagle3``): ``fc.weight`` [H, 3H], ``midlayer.*``, ``norm.weight``,
 ``lm_head.weight`` over the draft vocab, optional ``d2t`` / ``t2d`` and ``embed_tokens.weight``;
 the layer ids in ``eagle_config.eagle_aux_hidden_state_layer_ids`` (the top-level key wins when
-both are there: alignprobe/layer_ids.py states the one precedence and its source).
+both are there: alignprobe/layer_ids.py states the one precedence and its source); the norm flags
+below where vLLM reads them for this layout (``norm_before_fc`` in eagle_config or at the top level).
 speculators (``speculators_model_type: eagle3``): ``layers.0.*`` for the decoder layer, the sizes in
 ``transformer_layer_config``, the ids at the top level, and the flags ``norm_before_fc`` (one RMSNorm
 ``input_norm`` over the 3H concat), ``fc_norm`` (one RMSNorm per tapped state), ``norm_before_residual``
@@ -117,7 +118,16 @@ def _specforge(path: str, config: dict, raw: dict) -> DrafterCheckpoint:
     ids, source = layer_ids_in_config(config, f"--drafter {path}")
     return _finish(path, LAYOUT_SPECFORGE, config, config, weights, ids, source,
                    use_aux=bool(eagle.get("use_aux_hidden_state", True)),
-                   flags={"norm_before_residual": bool(config.get("norm_before_residual", False))})
+                   flags=_specforge_flags(config, eagle))
+
+
+def _specforge_flags(config: dict, eagle: dict) -> dict:
+    """The norm flags as vLLM's LlamaForCausalLMEagle3 reads them (model_executor/models/llama_eagle3.py):
+    norm_before_fc from eagle_config, else the top level; fc_norm, norm_before_residual, norm_output
+    from the top level."""
+    flags = {name: bool(config.get(name, False)) for name in ("fc_norm", "norm_before_residual", "norm_output")}
+    flags["norm_before_fc"] = bool(eagle.get("norm_before_fc", config.get("norm_before_fc", False)))
+    return flags
 
 
 def _speculators(path: str, config: dict, raw: dict) -> DrafterCheckpoint:

@@ -7,7 +7,8 @@ bonus token, draft again); ``conditional[j]``: acceptance of step j+1 given the 
 accepted; ``accept_length`` = 1 + sum(per_position). ``all_starts_*``: the same averaged over every
 chain start instead (the walk's positions are a subset); ``top1[j]``: teacher-forced top-1 of step
 j+1 alone, over all starts.
-With a temperature (and the target's LM head), ``sampled_*`` hold the same for rejection sampling.
+With a temperature the walk runs over every start of the dump's (sampled) text, and with the target's
+LM head ``sampled_*`` hold the expected acceptance p_T(draft) at the walk's starts (chain.py EngineWalk).
 
 ``AcceptResult``: both sides, the drafter checks as findings, ``cost`` = train AL - serve AL, and
 ``explained_by``: the compare finding code that explains the loss, when there is one.

@@ -9,8 +9,11 @@ through d2t) equals the dump's token x[t+j+1]. With the target's LM head and the
 post-norm final state at hand, chain starts are kept only where the dump's tokens are the target's
 own greedy choices (x[i+1] = argmax of the target at i, for i = t..t+k): the positions a greedy
 engine drafts at (a generated continuation, not a prompt the target would not have written).
-With ``temperature > 0`` and the LM head, each step's acceptance is also scored as rejection
-sampling does, sum_x min(p_target, q_draft), with p from that dump's own post-norm final state.
+With ``temperature > 0`` the dumps are to hold text sampled at that temperature (the engine drafts
+on the text it sampled): every start from ``score_from`` is walked, no greedy mask, a draft counts
+when the dump's token equals it (vLLM's one-hot rejection sampler accepts exactly then: chain.py
+EngineWalk), and with the LM head the expected acceptance p_T(draft) at the same starts is kept
+beside it, with p from that dump's own post-norm final state.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import time
 
 import numpy as np
 
-from alignprobe.accept.chain import ChainTally, EngineWalk, sampled_acceptance
+from alignprobe.accept.chain import ChainTally, EngineWalk, draft_acceptance
 from alignprobe.accept.checkpoint import DrafterCheckpoint, load_drafter
 from alignprobe.accept.checks import check_drafter
 from alignprobe.accept.result import AcceptResult, SideAccept
@@ -72,7 +75,13 @@ def accept(drafter: str | os.PathLike | DrafterCheckpoint, train_dump, serve_dum
         train_stream = _drafter_stream(train, ckpt, "train")
         hidden = train.streams[train_stream].hidden_size
         num_layers = train.streams[train_stream].num_layers
-        own = _own_token_masks(train, lm_head, num_draft_tokens, notes)
+        if temperature > 0:
+            # Sampled text is not the target's greedy choice: the engine drafts at every start.
+            own = None
+            notes.append(f"temperature {temperature:g}: every chain start is walked; the dumps should hold text sampled "
+                         "at this temperature (the engine drafts on the text it sampled)")
+        else:
+            own = _own_token_masks(train, lm_head, num_draft_tokens, notes)
         serve = open_dump(serve_dump) if serve_dump is not None else None
         try:
             if compare_result is None and explain and serve is not None:
@@ -177,13 +186,10 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
     claim = dump.streams[stream]
     greedy = ChainTally(steps)
     walk = EngineWalk(steps)
-    sampled = ChainTally(steps) if temperature > 0 and lm_head is not None else None
     final = None
-    if sampled is not None:
+    if temperature > 0 and lm_head is not None:
         finals = [n for n, c in dump.streams.items() if c.role == ROLE_FINAL and c.final_norm == FINAL_NORM_POST and c.width == lm_head.shape[1]]
         final = finals[0] if finals else None
-        if final is None:
-            sampled = None
     notes = []
     columns = None
     taps = model.ckpt.num_taps
@@ -214,16 +220,17 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
         labels = torch.stack([tokens[j + 1 : j + 1 + length] for j in range(1, steps + 1)])
         drafted = torch.stack([model.to_target_ids(step_logits.argmax(-1)) for step_logits in logits]).cpu()
         correct = drafted == labels
-        walk.add(correct, keep)
+        probability = None
+        if final is not None:
+            # Step j drafts at position t+j, where the target's logits come from its state at t+j.
+            target_logits = torch.from_numpy(dump.states(i, final)) @ lm_head.T
+            probability = torch.stack([draft_acceptance(drafted[j - 1], target_logits[j : j + length], temperature)
+                                       for j in range(1, steps + 1)])
+        walk.add(correct, keep, probability=probability)
         accepted = correct.double()
         if keep is not None:
             accepted = accepted[:, torch.from_numpy(keep)]
         greedy.add(accepted)
-        if sampled is not None:
-            target_logits = torch.from_numpy(dump.states(i, final)) @ lm_head.T
-            probs = torch.stack([sampled_acceptance(step_logits.cpu(), target_logits[j : j + length], model.draft_to_target.cpu(), temperature)
-                                 for j, step_logits in zip(range(1, steps + 1), logits)])
-            sampled.add(probs[:, torch.from_numpy(keep)] if keep is not None else probs)
     if greedy.starts == 0:
         notes.append("no chain start could be scored (samples shorter than the draft chain)")
     return SideAccept(
@@ -232,8 +239,8 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
         starts=greedy.starts, samples=samples, per_position=walk.per_position, conditional=_conditional(walk.per_position),
         top1=greedy.top1_rate, accept_length=walk.accept_length, drafts=walk.drafts,
         all_starts_per_position=greedy.per_position, all_starts_accept_length=greedy.accept_length, temperature=temperature,
-        sampled_per_position=sampled.per_position if sampled else None,
-        sampled_accept_length=sampled.accept_length if sampled else None, notes=notes)
+        sampled_per_position=walk.expected_per_position if final is not None else None,
+        sampled_accept_length=walk.expected_accept_length if final is not None else None, notes=notes)
 
 
 def _conditional(per_position: list[float]) -> list[float]:

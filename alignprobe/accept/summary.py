@@ -19,8 +19,8 @@ def format_accept(result: AcceptResult) -> str:
             if side.sampled_accept_length is not None:
                 lines.append(f"  {'':<6}{side.sampled_accept_length:5.2f}   "
                              + "  ".join(f"{p:6.3f}" for p in side.sampled_per_position)
-                             + f"  at temperature {side.temperature:g}")
-        lines.append("  (pos j: share of the engine's drafts whose tokens 1..j are all accepted, walking each sample as a greedy "
+                             + f"  expected at temperature {side.temperature:g}")
+        lines.append("  (pos j: share of the engine's drafts whose tokens 1..j are all accepted, walking each sample as the "
                      "engine does; AL = 1 + their sum)")
     if result.findings:
         lines.append("")

@@ -16,11 +16,12 @@ from alignprobe.safe_paths import output_file, refuse_overlap, write_text_atomic
 @click.option("--serve-dump", required=True, type=click.Path(), help="Dump of the states the serving engine feeds it.")
 @click.option("--target", type=click.Path(), help="Target model folder: its embedding and LM head are read from the "
               "safetensors (only those tensors). Needed when the drafter has no embedding; it also limits scoring "
-              "to the target's own greedy tokens and enables --temperature.")
+              "to the target's own greedy tokens (greedy) and gives the expected acceptance under --temperature.")
 @click.option("--num-draft-tokens", "-k", default=3, show_default=True, type=click.IntRange(1, MAX_DRAFT_TOKENS),
               help="Draft chain length (the engine's num_speculative_tokens).")
 @click.option("--temperature", default=0.0, show_default=True, type=FINITE_NONNEGATIVE,
-              help="Also predict rejection-sampling acceptance at this temperature (needs --target).")
+              help="The engine samples at this temperature: give dumps of text sampled at it; every chain start is "
+              "walked (vLLM accepts a draft when its sample equals it), with --target also the expected acceptance.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Run the drafter on at most this many token rows per side.")
 @click.option("--score-from", default=0, show_default=True, type=click.IntRange(min=0), metavar="POS",
               help="Score chain starts from this position of each sample on (dumps of prompt + generated text: "

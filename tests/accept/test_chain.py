@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from alignprobe.accept.chain import ChainTally, accept_length_from_rates, sampled_acceptance
+from alignprobe.accept.chain import ChainTally, accept_length_from_rates, draft_acceptance
 
 
 def test_tally_matches_the_textbook_formula_and_counts_chains():
@@ -19,16 +19,65 @@ def test_tally_matches_the_textbook_formula_and_counts_chains():
     assert tally.top1_rate == [4 / 5, 3 / 5, 4 / 5]
 
 
-def test_sampled_acceptance_is_the_overlap_of_the_two_distributions():
-    draft = torch.tensor([[2.0, 0.0, -1.0]])
-    target = torch.tensor([[0.0, 1.0, 0.0, 3.0]])  # target vocab 4; draft ids map to 0, 1, 3
-    mapping = torch.tensor([0, 1, 3])
-    q = draft.softmax(-1)[0]
-    p = target.softmax(-1)[0][mapping]
-    expected = float(torch.minimum(p, q).sum())
-    assert math.isclose(float(sampled_acceptance(draft, target, mapping, 1.0)[0]), expected, rel_tol=1e-6)
-    same = sampled_acceptance(torch.tensor([[0.0, 1.0, 0.0, 3.0]]), target, torch.arange(4), 0.7)
-    assert math.isclose(float(same[0]), 1.0, rel_tol=1e-6)
+def test_draft_acceptance_is_the_targets_probability_of_the_drafted_token():
+    # vLLM's EAGLE drafts are argmax with one-hot draft probabilities: accepted with p_T(draft)
+    target = torch.tensor([[0.0, 1.0, 0.0, 3.0], [2.0, 2.0, 0.0, 0.0]])
+    drafted = torch.tensor([3, 0])
+    for temperature in (0.3, 1.0):
+        p = (target / temperature).softmax(-1)
+        got = draft_acceptance(drafted, target, temperature)
+        assert torch.allclose(got, torch.stack([p[0, 3], p[1, 0]]).double())
+
+
+def test_engine_walk_keeps_the_expected_acceptance_where_earlier_steps_matched():
+    from alignprobe.accept.chain import EngineWalk
+
+    correct = torch.tensor([[1, 0, 1], [0, 1, 1], [1, 1, 0]], dtype=torch.bool)
+    probability = torch.tensor([[0.9, 0.2, 0.8], [0.3, 0.6, 0.5], [0.7, 0.4, 0.1]])
+    walk = EngineWalk(3)
+    walk.add(correct, probability=probability)
+    # t0: run 1 -> next t2; t2: run 2 -> done. Expected at t0: 0.9, 1*0.3, 1*0*0.7; at t2: 0.8, 0.5, 1*1*0.1
+    assert walk.drafts == 2 and walk.accepted == [2, 1, 0]
+    assert all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(walk.expected_per_position, [(0.9 + 0.8) / 2, (0.3 + 0.5) / 2, 0.1 / 2]))
+    assert math.isclose(walk.expected_accept_length, 1 + (0.9 + 0.8 + 0.3 + 0.5 + 0.1) / 2, rel_tol=1e-6)
+
+
+def test_walk_on_sampled_text_counts_what_a_one_hot_rejection_sampler_accepts():
+    """Simulate vLLM's sampler (accept draft x with p(x), else emit a draw from p without x) on random
+    distributions; the walk over the emitted text, re-drafted, gives its counters exactly, and the
+    expected acceptance agrees with the counts within sampling error."""
+    from alignprobe.accept.chain import EngineWalk
+
+    g = torch.Generator().manual_seed(0)
+    vocab, steps, length = 6, 3, 4000
+    # position-only toy: the target's distribution and the draft depend on the position alone
+    probs = (torch.randn(length + steps + 2, vocab, generator=g) * 1.5).softmax(-1)
+    draft = torch.randint(0, vocab, (length + steps + 2,), generator=g)  # the drafter's argmax at each position
+    text, rounds = [0], []  # rounds: (chain start, drafts accepted)
+    while len(text) < length:
+        rounds.append([len(text) - 1, 0])
+        for _ in range(steps):
+            pos = len(text)
+            if torch.rand(1, generator=g).item() < probs[pos, draft[pos]].item():
+                text.append(int(draft[pos]))
+                rounds[-1][1] += 1
+                continue
+            rest = probs[pos].clone()
+            rest[draft[pos]] = 0
+            text.append(int(torch.multinomial(rest, 1, generator=g)))
+            break
+        else:
+            text.append(int(torch.multinomial(probs[len(text)], 1, generator=g)))  # bonus token
+    text = torch.tensor(text[:length])
+    span = length - steps - 1
+    # chain start t drafts positions t+1..t+steps (draft step j at position t+j)
+    correct = torch.stack([text[j : j + span] == draft[j : j + span] for j in range(1, steps + 1)])
+    probability = torch.stack([probs[j : j + span].gather(1, draft[j : j + span, None])[:, 0] for j in range(1, steps + 1)])
+    walk = EngineWalk(steps)
+    walk.add(correct, probability=probability)
+    engine = [n for start, n in rounds if start < span]  # the walk sees starts up to span
+    assert walk.drafts == len(engine) and sum(walk.accepted) == sum(engine)
+    assert abs(walk.expected_accept_length - walk.accept_length) < 0.05
 
 
 def test_engine_walk_drafts_where_a_greedy_engine_would():

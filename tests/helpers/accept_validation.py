@@ -130,3 +130,73 @@ def run_vllm(python: str, target: str, drafters: dict[str, str], prompt_ids, new
             json.dump({"spec": spec, "results": results}, open(cached, "w"))
             return results
     raise RuntimeError(f"vLLM run failed (rc {done.returncode}): {done.stderr[-3000:]}")
+
+
+def reduced_vocab_drafter(drafter: str, out: str, keep: list[int], target_vocab: int) -> str:
+    """The drafter with a draft vocabulary of the target ids ``keep`` (as SpecForge prunes to the most
+    frequent tokens): lm_head rows of those ids, ``d2t`` (target id = draft id + d2t) and ``t2d``."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    keep = sorted(keep)
+    weights = load_file(os.path.join(drafter, "model.safetensors"))
+    ids = torch.tensor(keep, dtype=torch.long)
+    weights["lm_head.weight"] = weights["lm_head.weight"][ids].contiguous()
+    weights["d2t"] = ids - torch.arange(len(keep))
+    t2d = torch.zeros(target_vocab, dtype=torch.bool)
+    t2d[ids] = True
+    weights["t2d"] = t2d
+    config = json.load(open(os.path.join(drafter, "config.json")))
+    config["draft_vocab_size"] = len(keep)
+    config["vocab_size"] = target_vocab
+    os.makedirs(out, exist_ok=True)
+    save_file(weights, os.path.join(out, "model.safetensors"))
+    with open(os.path.join(out, "config.json"), "w") as fh:
+        json.dump(config, fh, indent=2)
+    return out
+
+
+def normed_drafter(drafter: str, out: str, kind: str, aux_rms: list[float], seed: int = 0) -> str:
+    """The drafter with a pre-fc norm vLLM applies: ``norm_before_fc`` (``input_norm`` over the 3H
+    concat) or ``fc_norm`` (one norm per tapped state). The norm weights are the tapped states'
+    RMS times a seeded per-channel factor in [0.5, 1.5]: fc then sees states of about their
+    trained size, but not the same ones, so serving with or without the norm scores differently."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(os.path.join(drafter, "model.safetensors"))
+    h = weights["norm.weight"].shape[0]
+    g = torch.Generator().manual_seed(seed)
+    factors = [0.5 + torch.rand(h, generator=g) for _ in aux_rms]
+    config = json.load(open(os.path.join(drafter, "config.json")))
+    if kind == "norm_before_fc":
+        overall = float(np.sqrt(np.mean(np.square(aux_rms))))
+        weights["input_norm.weight"] = (overall * torch.cat(factors)).contiguous()
+        config["norm_before_fc"] = True
+        config["eagle_config"]["norm_before_fc"] = True
+    elif kind == "fc_norm":
+        for i, (rms, factor) in enumerate(zip(aux_rms, factors)):
+            weights[f"fc_norm.{i}.weight"] = (rms * factor).contiguous()
+        config["fc_norm"] = True
+    else:
+        raise ValueError(kind)
+    os.makedirs(out, exist_ok=True)
+    save_file(weights, os.path.join(out, "model.safetensors"))
+    with open(os.path.join(out, "config.json"), "w") as fh:
+        json.dump(config, fh, indent=2)
+    return out
+
+
+def sample_continuations(model, prompt_ids, new_tokens: int, temperature: float, seed: int) -> list[list[int]]:
+    """Prompt + ``new_tokens`` drawn from the target at ``temperature`` (no top-k / top-p, as the engine
+    runs with SamplingParams(temperature=T)): the text an engine sampling at T drafts on."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.tensor(prompt_ids)
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            logits = model(input_ids=x).logits[:, -1].double()
+            nxt = torch.multinomial((logits / temperature).softmax(-1), 1, generator=g)
+            x = torch.cat([x, nxt], dim=1)
+    return x.tolist()
