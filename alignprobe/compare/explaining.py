@@ -223,8 +223,8 @@ def _provenance(dump: Dump) -> dict:
 def _end_offset(train: Dump, serve: Dump, seg: Segment) -> int:
     """The train sample's length minus the serve sample's where the serve token ids are a strict prefix
     of the train ones (the whole serve sample is the common part, from position 0), else 0."""
-    train_length, serve_length = train.sample_length(seg.sample_id), serve.sample_length(seg.sample_id)
-    whole = seg.position == 0 and seg.serve_row == serve.span(seg.sample_id)[0] and seg.length == serve_length
+    train_length, serve_length = train.sample_length(seg.sample_id), serve.sample_length(seg.serve_id)
+    whole = seg.position == 0 and seg.serve_row == serve.span(seg.serve_id)[0] and seg.length == serve_length
     return train_length - serve_length if whole and train_length > serve_length else 0
 
 
