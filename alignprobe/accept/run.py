@@ -129,12 +129,25 @@ def _drafter_stream(dump, ckpt: DrafterCheckpoint, side: str) -> str:
                    f"(streams: {', '.join(dump.streams) or 'none'})")
 
 
-def _measured(compare_result, serve_stream: str | None) -> list[str] | None:
+def _measured(compare_result, serve_stream: str | None) -> list[str | None] | None:
+    """What each serve slice measured as: the explanations' word where they name a tap (the mapping
+    search only sees the train side's slices: against a train dump of three layers its nearest one is
+    no measurement), None where nothing fits, else the mapping's best match."""
     if compare_result is None or serve_stream is None:
         return None
     for search in compare_result.mappings:
         if search.serve_stream == serve_stream:
-            return search.measured
+            out: list[str | None] = list(search.measured)
+            for e in compare_result.explanations:
+                if e.serve_stream != serve_stream or e.serve_slice >= len(out):
+                    continue
+                if e.winner.name == "index_offset":
+                    out[e.serve_slice] = e.winner.params.get("measured", out[e.serve_slice])
+                elif e.winner.name == "identity":
+                    out[e.serve_slice] = e.label
+                elif e.winner.name == "nothing_fits":
+                    out[e.serve_slice] = None
+            return out
     return None
 
 

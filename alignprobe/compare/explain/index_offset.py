@@ -154,19 +154,21 @@ class IndexOffset(Explanation):
         if claimed is None or claimed == expected[0] or claimed in held:
             return None
         shifts = {c - e[0] for c, e in zip(rows.claimed, rows.expected) if c is not None and e is not None}
-        if len(shifts) != 1:
-            return None
+        shift = claimed - expected[0]
         # an honest claim elsewhere: a serve slice claiming an index the train side holds, equal to it
+        # (in either final-norm form: HF[N] claimed by a vLLM capture is its pre-norm final). Verified
+        # claims stand whatever their shifts: late taps [6, 7, 8] of a drafter trained on HF[2, 4, 5],
+        # checked by HF[8] against the train side's pre-norm final, are the taps the engine read.
         checkable = 0
         for o, c in enumerate(rows.claimed):
-            key = next((k for k in rows.train if k[0] == c), None)
-            if o == j or key is None:
+            keys = [k for k in rows.train if k[0] == c]
+            if o == j or not keys:
                 continue
             checkable += 1
-            as_is = rows.as_is_rows(key, o)
-            error, cosine = as_is.rel_rms(rows.held_out), as_is.mean_cosine(rows.held_out)
+            fits = [(as_is.rel_rms(rows.held_out), as_is.mean_cosine(rows.held_out), key)
+                    for key in keys for as_is in [rows.as_is_rows(key, o)]]
+            error, cosine, key = min(fits, key=lambda f: f[0])
             if error <= rows.tolerance:
-                shift = shifts.pop()
                 return ExplanationFit(
                     # the held-out fit of the slice that verifies the claims: this one cannot be measured
                     name=self.name, complexity=self.complexity, fits=True, held_out_rel_rms=error,
@@ -178,8 +180,8 @@ class IndexOffset(Explanation):
                             f"serve slice {o} claims {rows.label(key)} and equals it (rel-RMS {error:.2g}), "
                             "so the claims are honest",
                 )
-        if checkable:
-            return None  # the claims could be checked and none held: they are not to be trusted
+        if checkable or len(shifts) != 1:
+            return None  # the claims could be checked and none held, or they disagree: not to be trusted
         # Nothing can check them: no serve slice claims an index the train side holds (SpecForge ids
         # [1, 5, 8] read by vLLM as HF[1, 5, 8] against a train set of HF[2, 6, 9] only). The claims are
         # the serve side's own configuration, and the states are not the expected ones (identity,
@@ -187,7 +189,6 @@ class IndexOffset(Explanation):
         # rotation or a per-channel weight fitted to the expected slice can map a neighbouring layer
         # onto it (a trained 12-layer Llama's HF[5] onto HF[6] at rel-RMS 0.008), and would be a
         # confident wrong cause where the claims say which layer the engine captured.
-        shift = shifts.pop()
         return ExplanationFit(
             name=self.name, complexity=self.complexity, fits=True, held_out_rel_rms=float("nan"),
             held_out_cosine=float("nan"), fit_rel_rms=float("nan"), held_out_rows=0,
