@@ -100,10 +100,15 @@ def accept(drafter: str | os.PathLike | DrafterCheckpoint, train_dump, serve_dum
                     sides[name] = _run_side(model, dump, stream, own, lm_head, num_draft_tokens, temperature, max_tokens, train,
                                             score_from)
                 except WidthError as exc:
+                    fix = "serve the aux concat the drafter was trained on (EAGLE3 with its layer ids)"
+                    if _final_kept_apart(dump, stream, ckpt):
+                        # a vLLM capture that split id N off: the engine feeds it to fc with the others
+                        fix = ("the dump keeps id N (the pre-norm final) apart from the aux states, but it is one of "
+                               "the drafter's taps and vLLM feeds it to fc: capture again with `capture vllm "
+                               "--last-layer aux`")
                     findings.append(make("drafter_hidden_width", f"{name} dump stream {stream!r}: {exc}; the engine would fail at the first decode",
                                          {"stream": stream, "width": dump.streams[stream].width, "fc_input_width": ckpt.fc_input_width},
-                                         "serve the aux concat the drafter was trained on (EAGLE3 with its layer ids)",
-                                         subject=Subject(stream)))
+                                         fix, subject=Subject(stream)))
                     sides[name] = None
         finally:
             if serve is not None:
@@ -127,6 +132,14 @@ def _drafter_stream(dump, ckpt: DrafterCheckpoint, side: str) -> str:
         return finals[0]
     raise BadInput(f"{side} dump {dump.path}: no drafter-input or final stream to feed the drafter "
                    f"(streams: {', '.join(dump.streams) or 'none'})")
+
+
+def _final_kept_apart(dump, stream: str, ckpt: DrafterCheckpoint) -> bool:
+    """The drafter-input stream is one slice short of fc and the dump holds HF[N] pre-norm apart."""
+    claim = dump.streams[stream]
+    return claim.width + claim.hidden_size == ckpt.fc_input_width and any(
+        c.role == ROLE_FINAL and c.hf_indices == (c.num_layers,) and c.final_norm != FINAL_NORM_POST
+        for c in dump.streams.values())
 
 
 def _measured(compare_result, serve_stream: str | None) -> list[str | None] | None:

@@ -387,3 +387,26 @@ def test_a_last_layer_choice_that_is_not_one(late_dir, tmp_path):
     with pytest.raises(BadInput, match="last layer 'middle'"):
         capture_vllm_files(late_dir, tmp_path / "serve.h5", layer_ids=LATE_IDS, num_layers=N, last_layer="middle",
                            progress=False)
+
+
+def test_accept_on_a_capture_that_split_id_n_off_names_the_flag(model, late_dir, late_train, tmp_path):
+    """A capture that kept id 8 apart hands a 3-tap drafter two slices: vLLM would fail at the first
+    decode; accept says so and names --last-layer aux."""
+    import alignprobe
+    from alignprobe.demo import tiny_drafter
+
+    target = str(tmp_path / "target")
+    model.save_pretrained(target)
+    config = tiny_drafter.drafter_config(model.config, LATE_IDS)
+    drafter = str(tmp_path / "drafter")
+    os.makedirs(drafter)
+    save_file({k: v.contiguous() for k, v in tiny_drafter.init_drafter_weights(config).items()},
+              os.path.join(drafter, "model.safetensors"))
+    json.dump(config, open(os.path.join(drafter, "config.json"), "w"))
+    split = capture_vllm_files(late_dir, tmp_path / "split.h5", layer_ids=LATE_IDS, num_layers=N, last_layer="final",
+                               progress=False)
+    result = alignprobe.accept(drafter, late_train, split, target=target, explain=False)
+    f = next(f for f in result.findings if f.code == "drafter_hidden_width")
+    assert result.serve is None and "--last-layer aux" in f.fix
+    kept = capture_vllm_files(late_dir, tmp_path / "kept.h5", layer_ids=LATE_IDS, tokens_from=late_train, progress=False)
+    assert alignprobe.accept(drafter, late_train, kept, target=target, explain=False).serve is not None
