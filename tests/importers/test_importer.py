@@ -349,7 +349,7 @@ def test_bad_user_facts(specforge_dir, tmp_path):
         ({"layer_ids": [2, 3, 4]}, "do not say how many layers"),
         ({"layer_ids": [1, 3, 4], "num_layers": 8, "system": "speculators"}, "are specforge files, not speculators"),
         ({"layer_ids": [1, 3, 4], "config": config}, "not both"),
-        ({"config": config, "num_layers": 8}, "no eagle_config.eagle_aux_hidden_state_layer_ids"),
+        ({"config": config, "num_layers": 8}, "no eagle_aux_hidden_state_layer_ids, eagle_config.eagle_aux_hidden_state_layer_ids or dflash_config"),
         ({"config": tmp_path / "none.json", "num_layers": 8}, "no such config file"),
         ({"layer_ids": [1, 3, 7], "num_layers": 8}, "outside 1..7"),  # SpecForge id 7 = HF[8]: not capturable
         ({"layer_ids": [1, 3, 4], "num_layers": 8, "target_config": config}, "not both"),
