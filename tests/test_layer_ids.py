@@ -53,3 +53,18 @@ def test_one_parser_for_words_lists_and_ids():
     assert parse_ids("1,29,57") == [1, 29, 57]
     with pytest.raises(BadInput, match="is empty"):
         parse_ids(" , ")
+
+
+def test_dflash_target_layer_ids_are_layer_outputs_plus_one_as_vllm_reads_them():
+    """A DFlash drafter's five ids k are outputs of layer k (HF[k+1]); vLLM adds 1 and taps HF[k+1]."""
+    from alignprobe.conventions import map_layer_ids
+
+    dflash = {"dflash_config": {"target_layer_ids": [1, 9, 17, 25, 33], "mask_token_id": 7}}
+    ids, where = layer_ids_in_config(dflash, "x")
+    assert ids == [2, 10, 18, 26, 34] and where.startswith("dflash_config.target_layer_ids (layer outputs: +1")
+    assert map_layer_ids("vllm", ids, 36).hf_indices == (2, 10, 18, 26, 34)
+    assert layer_ids_in_config({"target_layer_ids": [0, 3]}, "x")[0] == [1, 4]
+    # the top-level eagle key still wins, as in get_eagle3_aux_layers_from_config
+    assert layer_ids_in_config({**dflash, "eagle_aux_hidden_state_layer_ids": [3, 5]}, "x")[0] == [3, 5]
+    with pytest.raises(BadInput, match="dflash_config.target_layer_ids is"):
+        layer_ids_in_config({"dflash_config": {"target_layer_ids": "1,9"}}, "x")

@@ -109,10 +109,15 @@ def accept(drafter: str | os.PathLike | DrafterCheckpoint, train_dump, serve_dum
                     sides[name] = _run_side(model, dump, stream, own, lm_head, num_draft_tokens, temperature, max_tokens, train,
                                             score_from)
                 except WidthError as exc:
+                    fix = "serve the aux concat the drafter was trained on (EAGLE3 with its layer ids)"
+                    if _final_kept_apart(dump, stream, ckpt):
+                        # a vLLM capture that split id N off: the engine feeds it to fc with the others
+                        fix = ("the dump keeps id N (the pre-norm final) apart from the aux states, but it is one of "
+                               "the drafter's taps and vLLM feeds it to fc: capture again with `capture vllm "
+                               "--last-layer aux`")
                     findings.append(make("drafter_hidden_width", f"{name} dump stream {stream!r}: {exc}; the engine would fail at the first decode",
                                          {"stream": stream, "width": dump.streams[stream].width, "fc_input_width": ckpt.fc_input_width},
-                                         "serve the aux concat the drafter was trained on (EAGLE3 with its layer ids)",
-                                         subject=Subject(stream)))
+                                         fix, subject=Subject(stream)))
                     sides[name] = None
         finally:
             if serve is not None:
@@ -138,12 +143,33 @@ def _drafter_stream(dump, ckpt: DrafterCheckpoint, side: str) -> str:
                    f"(streams: {', '.join(dump.streams) or 'none'})")
 
 
-def _measured(compare_result, serve_stream: str | None) -> list[str] | None:
+def _final_kept_apart(dump, stream: str, ckpt: DrafterCheckpoint) -> bool:
+    """The drafter-input stream is one slice short of fc and the dump holds HF[N] pre-norm apart."""
+    claim = dump.streams[stream]
+    return claim.width + claim.hidden_size == ckpt.fc_input_width and any(
+        c.role == ROLE_FINAL and c.hf_indices == (c.num_layers,) and c.final_norm != FINAL_NORM_POST
+        for c in dump.streams.values())
+
+
+def _measured(compare_result, serve_stream: str | None) -> list[str | None] | None:
+    """What each serve slice measured as: the explanations' word where they name a tap (the mapping
+    search only sees the train side's slices: against a train dump of three layers its nearest one is
+    no measurement), None where nothing fits, else the mapping's best match."""
     if compare_result is None or serve_stream is None:
         return None
     for search in compare_result.mappings:
         if search.serve_stream == serve_stream:
-            return search.measured
+            out: list[str | None] = list(search.measured)
+            for e in compare_result.explanations:
+                if e.serve_stream != serve_stream or e.serve_slice >= len(out):
+                    continue
+                if e.winner.name == "index_offset":
+                    out[e.serve_slice] = e.winner.params.get("measured", out[e.serve_slice])
+                elif e.winner.name == "identity":
+                    out[e.serve_slice] = e.label
+                elif e.winner.name == "nothing_fits":
+                    out[e.serve_slice] = None
+            return out
     return None
 
 

@@ -26,6 +26,9 @@ def capture() -> None:
 @click.option("--layers", default="all", show_default=True,
               help="all, eagle3, or HF indices like 2,30,58 (eagle3: no layers stream, eagle3_aux holds them).")
 @click.option("--aux-layers", default=None, help="HF indices of the EAGLE-3 training view [default: 2,N//2,N-3].")
+@click.option("--aux-final-norm", default="post", show_default=True, type=click.Choice(["post", "pre"]),
+              help="HF[N] in --aux-layers: after the final norm (transformers, SGLang) or before it (vLLM's id N, "
+                   "speculators): what the drafter was trained on.")
 @click.option("--batch-size", default=8, show_default=True, type=click.IntRange(min=1))
 @click.option("--padding-side", default="right", show_default=True, type=click.Choice(["right", "left"]))
 @click.option("--simulate-quant", default=None, type=click.Choice(["int4", "int8", "fp8"]),
@@ -38,7 +41,8 @@ def capture() -> None:
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--trust-remote-code", is_flag=True, help="Run the model directory's own modeling code (Kimi).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, layers, aux_layers, batch_size, padding_side,
+def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, layers, aux_layers, aux_final_norm, batch_size,
+                       padding_side,
                        simulate_quant, group_size, limit, shard_tokens, resume, force, trust_remote_code, quiet) -> None:
     """Capture with transformers, as a training extractor does (all HF indices by default)."""
     from alignprobe.capture import capture_train
@@ -48,7 +52,7 @@ def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, layers,
         model_dir, prompts_path, out_path, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
         limit=limit, simulate_quant=simulate_quant, group_size=group_size, quiet=quiet,
         layers=parse_layer_list(layers, "--layers"), aux_layers=parse_layer_list(aux_layers, "--aux-layers"),
-        batch_size=batch_size, padding_side=padding_side, resume=resume, overwrite=force, progress=not quiet,
+        aux_final_norm=aux_final_norm, batch_size=batch_size, padding_side=padding_side, resume=resume, overwrite=force, progress=not quiet,
         shard_tokens=shard_tokens,
     )
     with open_dump(path) as dump:

@@ -36,13 +36,17 @@ from alignprobe.cli.options import NUM_LAYERS, SECONDS
               type=click.Choice(["auto", "drafter_input", "layers"]),
               help="drafter_input: aux + final streams; layers: one stack compared index by index "
                    "(auto: layers when every layer 1..N-1 is captured).")
+@click.option("--last-layer", default="auto", show_default=True, type=click.Choice(["auto", "aux", "final"]),
+              help="Where id N (the pre-norm final) goes: aux (one of the drafter's taps: vLLM's EAGLE-3 feeds every "
+                   "id to fc), final (kept apart, speculators' --include-last-layer layout); auto: aux when the "
+                   "--tokens-from dump's drafter input holds as many slices as there are ids.")
 @click.option("--timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds for one request, and for its file to appear (--url).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir, layer_ids, num_layers, tokens_from,
                          prompts_path, out_path, engine_python, dtype, max_model_len, enforce_eager, engine_args,
-                         stream_role, timeout, resume, force, quiet) -> None:
+                         stream_role, last_layer, timeout, resume, force, quiet) -> None:
     """Capture what vLLM's extract_hidden_states writes: [S, L, H] per request, split into aux and final."""
     from alignprobe.capture import capture_vllm
     from alignprobe.dump import open_dump
@@ -55,7 +59,7 @@ def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir
     path = capture_vllm(out_path, layer_ids=parse_layer_list(layer_ids, "--layer-ids"), from_dir=from_dir, url=url,
                         served_model=served_model, offline_model=offline_model, storage_dir=storage_dir,
                         engine_python=engine_python, engine_options=options, tokens_from=tokens_from,
-                        prompts_path=prompts_path, timeout=timeout, num_layers=num_layers, stream_role=stream_role,
+                        prompts_path=prompts_path, timeout=timeout, num_layers=num_layers, stream_role=stream_role, last_layer=last_layer,
                         resume=resume, overwrite=force, progress=not quiet)
     with open_dump(path) as dump:
         parts = ", ".join(f"{name} HF{list(c.hf_indices)}" for name, c in dump.streams.items())

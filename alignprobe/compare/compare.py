@@ -86,6 +86,9 @@ def compare(
         tokens, segments = pair_samples(
             tr, sv, sample=sample, max_tokens=max_tokens, tokenizer=given, load_tokenizer=load
         )
+        if tokens.paired_by == "tokens":
+            notes.append(f"the two sides name their samples differently: {tokens.paired} samples paired by their token "
+                         "sequences (the same tokens, or the same tokens plus one side's padding)")
         plans = plan_streams(tr, sv, hidden_size, notes)
         if not plans:
             raise BadInput(

@@ -71,6 +71,8 @@ class ExplainSamples:
         self.end_offsets = [_end_offset(train, serve, seg) for seg, _ in self.chosen]
         end_keys = {k for p in self.plans for k in p.expected_keys if k in self.where} if any(self.end_offsets) else ()
         self.end = {key: np.full((rows, H), np.nan, np.float32) for key in end_keys}
+        self.layer_stack, layer_keys = _serve_layer_keys(train, serve, self.plans, H)
+        self.serve_layers = {key: np.empty((rows, H), np.float32) for key in layer_keys}
         fed_serve, fed_train = pass_streams
         if train.cheap_random_reads and serve.cheap_random_reads:
             fed_serve, fed_train = set(), set()  # every row read at once, beside the pass (above)
@@ -127,7 +129,8 @@ class ExplainSamples:
         if not self._received.all():  # a finished pass hands every row over; should one be missed, read it
             self._read(self.fed_serve, self.fed_keys, only_missing=True)
         self._read_end()
-        for array in (*self.served.values(), *self.trained.values(), *self.end.values()):
+        self._read_serve_layers()
+        for array in (*self.served.values(), *self.trained.values(), *self.end.values(), *self.serve_layers.values()):
             array.flags.writeable = False  # shared by every stream's explanations
         return {p.serve_stream: self._explain_plan(p, policy) for p in self.plans}
 
@@ -166,12 +169,27 @@ class ExplainSamples:
                                                                            slice(j * H, (j + 1) * H)),
                            self.train.encoding(stream))
 
+    def _read_serve_layers(self) -> None:
+        """The serve layer stack's slices of self.serve_layers, one read a sample (the columns they span)."""
+        if not self.serve_layers:
+            return
+        H, claim = self.hidden, self.serve.streams[self.layer_stack]
+        where = {candidate_key(claim, j): j for j in range(len(claim.hf_indices))}
+        lo = min(where[k] for k in self.serve_layers)
+        hi = max(where[k] for k in self.serve_layers) + 1
+        for (seg, length), start in zip(self.chosen, self.starts):
+            block = self.serve.read_raw(self.layer_stack, seg.serve_row, seg.serve_row + length, slice(lo * H, hi * H))
+            for key, out in self.serve_layers.items():
+                j = where[key] - lo
+                widen_into(out[start:start + length], block[:, j * H : (j + 1) * H], self.serve.encoding(self.layer_stack))
+
     def _explain_plan(self, plan: StreamPlan, policy: Policy) -> list[SliceExplanation]:
         """Explanations of every slice of one serve stream."""
         keys, H = self.keys[plan.serve_stream], self.hidden
         served = self.served[plan.serve_stream].reshape(-1, plan.num_slices, H)
         trained = {k: self.trained[k] for k in keys}
         end = {k: self.end[k] for k in keys if k in self.end}
+        layers = dict(self.serve_layers)
         sample = np.repeat(np.arange(len(self.chosen)), [length for _, length in self.chosen])
         position = np.concatenate([seg.position + np.arange(length) for seg, length in self.chosen])
         finite = np.isfinite(served).all(axis=(1, 2))
@@ -188,6 +206,7 @@ class ExplainSamples:
             served, sample, position = served[finite], sample[finite], position[finite]
             trained = {k: v[finite] for k, v in trained.items()}
             end = {k: v[finite] for k, v in end.items()}
+            layers = {k: v[finite] for k, v in layers.items()}
         sclaim = self.serve.streams[plan.serve_stream]
         claimed = [sclaim.hf_indices[j] if sclaim.width == plan.num_slices * H and j < len(sclaim.hf_indices) else None
                    for j in range(plan.num_slices)]
@@ -209,6 +228,7 @@ class ExplainSamples:
             labels={key: self.train.streams[stream].slice_label(j) for key, (stream, j) in keys.items()},
             end_rows=end,
             end_offsets=self.end_offsets,
+            serve_layers=layers,
         )
         if rows.fit.sum() < 4 or rows.held_out.sum() < 4:
             return []
@@ -223,8 +243,8 @@ def _provenance(dump: Dump) -> dict:
 def _end_offset(train: Dump, serve: Dump, seg: Segment) -> int:
     """The train sample's length minus the serve sample's where the serve token ids are a strict prefix
     of the train ones (the whole serve sample is the common part, from position 0), else 0."""
-    train_length, serve_length = train.sample_length(seg.sample_id), serve.sample_length(seg.sample_id)
-    whole = seg.position == 0 and seg.serve_row == serve.span(seg.sample_id)[0] and seg.length == serve_length
+    train_length, serve_length = train.sample_length(seg.sample_id), serve.sample_length(seg.serve_id)
+    whole = seg.position == 0 and seg.serve_row == serve.span(seg.serve_id)[0] and seg.length == serve_length
     return train_length - serve_length if whole and train_length > serve_length else 0
 
 
@@ -238,6 +258,32 @@ def _chosen_segments(segments: list[Segment], budget: int) -> list[tuple[Segment
                 picked.append(seg)
     share = max(2 * FIT_RUN, budget // max(1, len(picked)))
     return [(seg, min(seg.length, share)) for seg in picked]
+
+
+LAYER_REACH = 2  # serve layers read either side of each expected train index and serve claim
+
+
+def _serve_layer_keys(train: Dump, serve: Dump, plans: list[StreamPlan], hidden: int) -> tuple[str, list]:
+    """(the serve layer stack, its keys worth reading) where it holds layers the train side lacks: the
+    serve layers within LAYER_REACH of every expected and claimed index of the explained streams.
+    ("", []) otherwise (a train side with every layer is measured against its own)."""
+    stacks = [(len(c.hf_indices), name) for name, c in serve.streams.items()
+              if c.role == ROLE_LAYERS and c.width == len(c.hf_indices) * hidden]
+    if not stacks or not plans:
+        return "", []
+    stack = max(stacks)[1]
+    claim = serve.streams[stack]
+    held = {candidate_key(claim, j) for j in range(len(claim.hf_indices))}
+    trained = {candidate_key(c, j) for c in train.streams.values() for j in range(len(c.hf_indices))}
+    if held <= trained:
+        return "", []
+    near = set()
+    for p in plans:
+        claims = serve.streams[p.serve_stream].hf_indices
+        for index in [k[0] for k in p.expected_keys if k is not None] + list(claims):
+            near |= set(range(index - LAYER_REACH, index + LAYER_REACH + 1))
+    wanted = [key for key in sorted(held) if key[0] in near]
+    return (stack, wanted) if wanted else ("", [])
 
 
 def _candidate_keys(train: Dump, plan: StreamPlan, num_layers: int) -> dict:

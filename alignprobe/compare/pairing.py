@@ -1,4 +1,10 @@
-"""Pair samples by id and align their token ids, before any hidden state is looked at.
+"""Pair samples by id (or by their tokens) and align their token ids, before any hidden state is looked at.
+
+Samples pair by id where the two sides name them alike. Most foreign layouts carry no prompt ids (an
+imported speculators or SpecForge folder names a sample by the hash of its tokens, a capture by its
+prompt's id), so where ids pair fewer samples whose tokens agree than the token sequences themselves
+do, samples pair by their tokens instead: the same sequence, or one side's sequence followed by a
+run of one repeated id (a batch's right padding); repeats pair in order. The result says which.
 
 For each paired sample the token ids are identical, shifted by k positions (serve token i is train
 token i+k: a prefix-cache hit that returned only the suffix, or an extra BOS on one side), equal up to
@@ -26,11 +32,16 @@ MAX_ISSUES = 200  # per-sample token issues kept in the result (all are counted)
 class Segment:
     """``length`` aligned rows: train flat row ``train_row`` and serve flat row ``serve_row`` onwards."""
 
-    sample_id: str
+    sample_id: str  # the train sample's id
     train_row: int
     serve_row: int
     length: int
     position: int  # position of the first row within the train sample
+    serve_sample_id: str = ""  # the serve sample's id where samples paired by tokens (else the same id)
+
+    @property
+    def serve_id(self) -> str:
+        return self.serve_sample_id or self.sample_id
 
 
 @dataclasses.dataclass
@@ -82,29 +93,29 @@ def pair_samples(
     ``tokenizer`` (anything with ``decode``) shows divergent tokens as text; ``load_tokenizer``
     returns one, and is called only when a divergent sample needs it (loading costs seconds).
     """
-    serve_ids = set(serve.sample_ids)
-    train_ids = set(train.sample_ids)
-    paired = [sid for sid in train.sample_ids if sid in serve_ids]
-    train_only = [sid for sid in train.sample_ids if sid not in serve_ids]
-    serve_only = [sid for sid in serve.sample_ids if sid not in train_ids]
+    # all token ids at once: 8 bytes a token, small beside the states, and one read instead of many
+    train_tokens, serve_tokens = train.token_ids_flat(), serve.token_ids_flat()
+    paired_by, pairs = sample_pairs(train, serve, train_tokens, serve_tokens)
+    paired_train = {t for t, _ in pairs}
+    paired_serve = {s for _, s in pairs}
+    train_only = [sid for sid in train.sample_ids if sid not in paired_train]
+    serve_only = [sid for sid in serve.sample_ids if sid not in paired_serve]
     check = TokenCheck(
-        paired=len(paired),
+        paired=len(pairs),
+        paired_by=paired_by,
         train_only=len(train_only),
         serve_only=len(serve_only),
         train_only_examples=train_only[:EXAMPLES],
         serve_only_examples=serve_only[:EXAMPLES],
     )
-    chosen = set(paired)
-    if sample is not None and sample < len(paired):
-        picks = np.unique(np.linspace(0, len(paired) - 1, max(1, sample)).round().astype(int))
-        chosen = {paired[i] for i in picks}
-    # all token ids at once: 8 bytes a token, small beside the states, and one read instead of many
-    train_tokens, serve_tokens = train.token_ids_flat(), serve.token_ids_flat()
+    chosen = {t for t, _ in pairs}
+    if sample is not None and sample < len(pairs):
+        picks = np.unique(np.linspace(0, len(pairs) - 1, max(1, sample)).round().astype(int))
+        chosen = {pairs[i][0] for i in picks}
     segments: list[Segment] = []
-    for sid in paired:
-        t0, s0 = train.span(sid)[0], serve.span(sid)[0]
-        t_ids = train_tokens[t0 : train.span(sid)[1]]
-        s_ids = serve_tokens[s0 : serve.span(sid)[1]]
+    for sid, serve_sid in pairs:
+        (t0, t1), (s0, s1) = train.span(sid), serve.span(serve_sid)
+        t_ids, s_ids = train_tokens[t0:t1], serve_tokens[s0:s1]
         al = align_tokens(t_ids, s_ids)
         if al.kind == "identical":
             check.identical += 1
@@ -116,18 +127,96 @@ def pair_samples(
                 if tokenizer is None and load_tokenizer is not None and al.kind == "divergent":
                     tokenizer, load_tokenizer = load_tokenizer(), None
                 check.issues.append(_issue(sid, al, t_ids, s_ids, tokenizer))
-        al = _returned_only(al, _returned(train, sid), _returned(serve, sid))
+        al = _returned_only(al, _returned(train, sid), _returned(serve, serve_sid))
         if al.length <= 0:
             continue
         check.alignable_samples += 1
         check.alignable_tokens += al.length
         if sid in chosen:
-            segments.append(Segment(sid, t0 + al.train_offset, s0 + al.serve_offset, al.length, al.train_offset))
+            segments.append(Segment(sid, t0 + al.train_offset, s0 + al.serve_offset, al.length, al.train_offset,
+                                    serve_sid if serve_sid != sid else ""))
     if max_tokens is not None:
         segments = _within_budget(segments, max_tokens)
     check.compared_samples = len(segments)
     check.aligned_tokens = sum(seg.length for seg in segments)
     return check, segments
+
+
+def sample_pairs(train: Dump, serve: Dump, train_tokens: np.ndarray | None = None,
+                 serve_tokens: np.ndarray | None = None) -> tuple[str, list[tuple[str, str]]]:
+    """``(how, [(train id, serve id), ...])`` in train order: ``how`` is "id" or "tokens" (module doc).
+
+    By id unless pairing by tokens pairs more samples whose tokens agree: a wrong prompt file whose
+    ids happen to pair still pairs by id, and is then named by its divergent tokens."""
+    train_tokens = train.token_ids_flat() if train_tokens is None else train_tokens
+    serve_tokens = serve.token_ids_flat() if serve_tokens is None else serve_tokens
+    serve_ids = set(serve.sample_ids)
+    by_id = [(sid, sid) for sid in train.sample_ids if sid in serve_ids]
+    agreeing = sum(_prefix_equal(_tokens(train, train_tokens, t), _tokens(serve, serve_tokens, s)) for t, s in by_id)
+    if agreeing == len(train.sample_ids) or agreeing == len(serve.sample_ids):
+        return "id", by_id  # nothing left that tokens could pair
+    by_tokens = _pairs_by_tokens(train, serve, train_tokens, serve_tokens)
+    return ("tokens", by_tokens) if len(by_tokens) > agreeing else ("id", by_id)
+
+
+def _tokens(dump: Dump, flat: np.ndarray, sid: str) -> np.ndarray:
+    start, stop = dump.span(sid)
+    return flat[start:stop]
+
+
+def _prefix_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    n = min(len(a), len(b))
+    return bool(n) and bool(np.array_equal(a[:n], b[:n]))
+
+
+def _pairs_by_tokens(train: Dump, serve: Dump, train_tokens: np.ndarray,
+                     serve_tokens: np.ndarray) -> list[tuple[str, str]]:
+    """Train samples paired with the serve samples of the same token sequence, repeats in order; then
+    the rest where one sequence is the other followed by one repeated id (padding)."""
+    waiting: dict[bytes, list[str]] = {}
+    for sid in reversed(serve.sample_ids):  # popped from the end: serve order
+        waiting.setdefault(_tokens(serve, serve_tokens, sid).tobytes(), []).append(sid)
+    pairs: dict[str, str] = {}
+    for sid in train.sample_ids:
+        same = waiting.get(_tokens(train, train_tokens, sid).tobytes())
+        if same:
+            pairs[sid] = same.pop()
+    left_train = [sid for sid in train.sample_ids if sid not in pairs]
+    left_serve = [sid for ids in waiting.values() for sid in ids]
+    if left_train and left_serve:
+        pairs.update(_padded_pairs(train, serve, train_tokens, serve_tokens, left_train, left_serve))
+    return [(sid, pairs[sid]) for sid in train.sample_ids if sid in pairs]
+
+
+def _padded_pairs(train, serve, train_tokens, serve_tokens, left_train, left_serve) -> dict[str, str]:
+    """Pairs where one side's tokens are the other's plus a tail of one repeated id, the only candidate
+    either way (a shorter prompt that is a prefix of several is left unpaired rather than guessed)."""
+    unpadded: dict[bytes, list[tuple[str, str]]] = {}
+    for side, dump, flat, ids in (("train", train, train_tokens, left_train), ("serve", serve, serve_tokens, left_serve)):
+        for sid in ids:
+            seq = _tokens(dump, flat, sid)
+            ends = np.flatnonzero(seq != seq[-1]) if len(seq) else np.zeros(0, dtype=np.int64)
+            body = seq[: int(ends[-1]) + 1] if len(ends) else seq[:0]
+            # a sample either is its body (no padding) or its body plus its tail: both keys are offered
+            for key in {seq.tobytes(), body.tobytes()} if len(body) else {seq.tobytes()}:
+                unpadded.setdefault(key, []).append((side, sid))
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for members in unpadded.values():
+        trains = [sid for side, sid in members if side == "train"]
+        serves = [sid for side, sid in members if side == "serve"]
+        if len(trains) == 1 and len(serves) == 1 and trains[0] not in out and serves[0] not in used:
+            if _padded(_tokens(train, train_tokens, trains[0]), _tokens(serve, serve_tokens, serves[0])):
+                out[trains[0]] = serves[0]
+                used.add(serves[0])
+    return out
+
+
+def _padded(a: np.ndarray, b: np.ndarray) -> bool:
+    """The shorter is a prefix of the longer, whose extra tail is one repeated id."""
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    tail = long[len(short):]
+    return len(short) > 0 and bool(np.array_equal(long[: len(short)], short)) and bool((tail == tail[0]).all())
 
 
 def _returned(dump: Dump, sid: str) -> tuple[int, int] | None:

@@ -52,6 +52,7 @@ Field names are stable (the reporter renders them, ``--json`` writes them); add 
     label (the train slice it should be), winner, runner_up, tried, rows.
 
 ``TokenCheck``: paired / train_only / serve_only sample counts (with up to 20 example ids each),
+    paired_by ("id", or "tokens" where the samples paired by their token sequences),
     identical (samples whose token ids agree), compared_samples / aligned_tokens (samples and rows the
     numbers cover), alignable_samples / alignable_tokens (those that had aligned rows: the whole), and
     ``issues`` (TokenIssue per sample: kind "shift" | "divergent" | "padding" | "length", shift k
@@ -235,6 +236,7 @@ class TokenIssue:
 @dataclasses.dataclass
 class TokenCheck:
     paired: int = 0
+    paired_by: str = "id"  # "id", or "tokens" where the ids paired fewer agreeing samples (compare/pairing.py)
     train_only: int = 0
     serve_only: int = 0
     train_only_examples: list[str] = dataclasses.field(default_factory=list)

@@ -36,7 +36,7 @@ def format_summary(result: CompareResult, width: int = WIDTH, *, verbose: bool =
     lines = [
         f"alignprobe compare: {paint(result.verdict, result.verdict, colour)}",
         f"  train {result.train_path}  vs  serve {result.serve_path}",
-        f"  H={result.hidden_size} N={result.num_layers}; {t.paired} samples paired, {t.compared_samples} compared, "
+        f"  H={result.hidden_size} N={result.num_layers}; {t.paired} samples paired{' by token sequence' if t.paired_by == 'tokens' else ''}, {t.compared_samples} compared, "
         f"{t.aligned_tokens} token rows; {result.elapsed_s:.1f} s",
     ]
     if result.findings:

@@ -94,12 +94,14 @@ def init_drafter_weights(config: dict, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
     h, inter, v = config["hidden_size"], config["intermediate_size"], config["draft_vocab_size"]
     hd, nh, nkv = config["head_dim"], config["num_attention_heads"], config["num_key_value_heads"]
+    # fc takes one slice per tap id, as vLLM sizes it (num_aux_hidden_states = len(ids), llama_eagle3.py)
+    taps = len(config["eagle_config"]["eagle_aux_hidden_state_layer_ids"])
 
     def lin(out, inp):
         return torch.randn(out, inp, generator=g) / inp ** 0.5
 
     return {
-        "fc.weight": lin(h, 3 * h),
+        "fc.weight": lin(h, taps * h),
         "midlayer.input_layernorm.weight": torch.ones(h), "midlayer.hidden_norm.weight": torch.ones(h),
         "midlayer.post_attention_layernorm.weight": torch.ones(h),
         "midlayer.self_attn.q_proj.weight": lin(nh * hd, 2 * h), "midlayer.self_attn.k_proj.weight": lin(nkv * hd, 2 * h),

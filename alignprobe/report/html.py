@@ -195,7 +195,7 @@ def explanations_table(result: CompareResult) -> str:
 
 def tokens_html(result: CompareResult) -> str:
     t = result.tokens
-    lines = [f"{t.paired} samples paired by id, {t.identical} with identical token ids; {t.aligned_tokens} token rows compared."]
+    lines = [f"{t.paired} samples paired by {'token sequence' if t.paired_by == 'tokens' else 'id'}, {t.identical} with identical token ids; {t.aligned_tokens} token rows compared."]
     if t.train_only or t.serve_only:
         lines.append(
             f"Unpaired: {t.train_only} only in train ({escape(', '.join(t.train_only_examples[:5]))}), "

@@ -93,3 +93,37 @@ def test_a_drafter_folder_without_weights_is_bad_input(tmp_path):
         load_drafter(tmp_path)
     with pytest.raises(BadInput, match="no config.json"):
         load_drafter(os.path.join(tmp_path, "missing"))
+
+
+def test_eagle31_per_slice_norms_on_five_slices_in_the_specforge_layout(tiny, tmp_path):
+    """An EAGLE-3.1 drafter of five taps (fc 5H wide) with fc_norm weights, in the layout vLLM serves as
+    LlamaForCausalLMEagle3 (flags at the top level, as llama_eagle3.py reads them): each slice is
+    RMS-normed by its own weight before fc, checked against the formula written out here."""
+    from safetensors.torch import load_file, save_file
+
+    root, model, target, _ = tiny
+    h = model.config.hidden_size
+    ids = (1, 2, 4, 5, 7)
+    sf = specforge_drafter(tmp_path / "sf5", model.config, layer_ids=ids, config_updates={"fc_norm": True})
+    weights = load_file(os.path.join(sf, "model.safetensors"))
+    g = torch.Generator().manual_seed(3)
+    norms = [1 + 0.3 * torch.randn(h, generator=g) for _ in ids]
+    weights.update({f"fc_norm.{i}.weight": w for i, w in enumerate(norms)})
+    save_file(weights, os.path.join(sf, "model.safetensors"))
+    ckpt = load_drafter(sf)
+    assert (ckpt.fc_norm, ckpt.num_taps, ckpt.layer_ids) == (True, 5, ids)
+    from alignprobe.accept.drafter import Eagle3Drafter
+
+    states = torch.randn(6, 5 * h, generator=g)
+    projected = Eagle3Drafter(ckpt, read_target_weights(target).embed).project(states)
+    chunks = states.view(6, 5, h)
+    normed = chunks / chunks.pow(2).mean(-1, keepdim=True).add(ckpt.rms_norm_eps).sqrt() * torch.stack(norms)
+    torch.testing.assert_close(projected, normed.reshape(6, 5 * h) @ weights["fc.weight"].T)
+    # end to end on a dump of those five taps (capture hf --aux-layers), train beside itself
+    from alignprobe.probes.hf import capture_hf
+    from alignprobe.probes.prompts import Prompt
+
+    five = capture_hf(model, [Prompt("a", list(range(3, 40)))], tmp_path / "five.h5", aux_layers=list(ids),
+                      progress=False)
+    result = alignprobe.accept(sf, five, five, target=target, explain=False)
+    assert result.train is not None and result.serve.accept_length == result.train.accept_length

@@ -57,8 +57,11 @@ def test_nested_and_top_level_ids_disagree(tiny):
 
 @pytest.mark.parametrize("ids", [(5, 5, 2), (2, 4)])
 def test_id_collisions_and_counts(tiny, ids):
+    """Repeated ids (vLLM de-duplicates: fc gets fewer slices), or fewer ids than fc's 3H takes."""
     root, model, *_ = tiny
-    ckpt = load_drafter(specforge_drafter(root / f"ids-{len(ids)}", model.config, layer_ids=ids))
+    config = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": list(ids), "use_aux_hidden_state": True}}
+    ckpt = load_drafter(specforge_drafter(root / f"ids-{len(ids)}", model.config, config_updates=config))
+    assert ckpt.fc_input_width == 3 * model.config.hidden_size
     assert ("drafter_tap_collision", "error") in _codes(ckpt)
 
 

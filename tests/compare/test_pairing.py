@@ -6,7 +6,7 @@ import pytest
 from alignprobe.compare import compare
 from alignprobe.compare.pairing import align_tokens, pair_samples
 from alignprobe.dump import open_dump
-from compare_helpers import make_samples, write_serve, write_train
+from compare_helpers import AUX, aux_claim, make_samples, write_dump, write_serve, write_train
 
 T = np.arange(100, 130)
 
@@ -57,7 +57,8 @@ def test_unpaired_samples_are_counted_and_named(tmp_path, samples, train):
 
 
 def test_no_common_sample_fails(tmp_path, samples, train):
-    renamed = {f"other-{k}": v for k, v in samples.items()}
+    """Other ids and other tokens: nothing pairs either way (same tokens would pair by them, below)."""
+    renamed = {f"other-{k}": v for k, v in make_samples(num=8, length=24, seed=5).items()}
     r = compare(train, write_serve(tmp_path / "serve.h5", renamed))
     assert r.verdict == "FAIL" and r.finding("sample_mismatch").severity == "error"
     assert r.streams[0].slices[0].tokens == 0
@@ -162,3 +163,82 @@ def test_an_explicit_tokenizer_that_cannot_load_is_bad_input(tmp_path):
     train, serve, _ = _divergent_pair(tmp_path)
     with pytest.raises(BadInput, match="cannot load a tokenizer"):
         compare(train, serve, tokenizer=str(tmp_path / "no-such-folder"))
+
+
+# -- pairing by tokens where the two sides name samples differently ---------------------------------
+
+
+def test_samples_named_differently_pair_by_their_tokens(tmp_path, samples, train):
+    """An imported folder names a sample by its tokens' hash, a capture by its prompt's id: the ids pair
+    nothing though every token sequence agrees one to one (reversed here, so order cannot pair them)."""
+    renamed = {f"tok-{k}": v for k, v in reversed(list(samples.items()))}
+    r = compare(train, write_serve(tmp_path / "serve.h5", renamed))
+    assert r.tokens.paired_by == "tokens" and r.tokens.paired == 8 and r.tokens.identical == 8
+    assert r.verdict == "PASS" and not [f for f in r.findings if f.severity != "info"]
+    assert r.tokens.aligned_tokens == 8 * 24
+    assert any("paired by their token sequences" in n for n in r.notes)
+
+
+def test_pairing_by_tokens_takes_the_right_partner_not_the_same_place(tmp_path, samples, train):
+    """Reversed order: each train sample's rows are compared with the serve sample of its tokens, so the
+    states agree exactly; a pairing by place would compare other samples' states."""
+    renamed = {f"tok-{k}": v for k, v in reversed(list(samples.items()))}
+    with open_dump(train) as t, open_dump(write_serve(tmp_path / "serve.h5", renamed)) as s:
+        check, segments = pair_samples(t, s)
+        assert {seg.sample_id: seg.serve_id for seg in segments} == {k: f"tok-{k}" for k in samples}
+        for seg in segments:
+            np.testing.assert_array_equal(t.token_ids(t.index_of(seg.sample_id)), s.token_ids(s.index_of(seg.serve_id)))
+
+
+def test_padding_on_one_side_still_pairs_by_tokens(tmp_path, samples, train):
+    """SpecForge rows carry the batch's right padding: the same tokens plus a tail of one pad id."""
+    padded = {f"tok-{k}": v for k, v in samples.items()}
+    serve = write_serve(tmp_path / "serve.h5", padded)
+    pad = write_dump(tmp_path / "padded.h5", {k: (np.concatenate([ids, [0, 0, 0]]), np.concatenate([hf, hf[:3]]),
+                                                   np.concatenate([pre, pre[:3]])) for k, (ids, hf, pre) in padded.items()},
+                     {"hidden_states": aux_claim()}, lambda hf, pre, sid: {"hidden_states": hf[:, list(AUX)].reshape(len(hf), -1)})
+    for other in (serve, pad):
+        r = compare(train, other)
+        assert r.tokens.paired_by == "tokens" and r.tokens.paired == 8 and r.verdict == "PASS", r.findings
+    assert compare(train, pad).tokens.issue_counts == {"padding": 8}
+
+
+def test_ids_that_pair_keep_pairing_by_id(tmp_path, samples, train):
+    """Same ids, one sample's tokens divergent: tokens would pair no more agreeing samples, so the ids
+    pair all eight and the divergent one is named."""
+    def ids_fn(ids, sid):
+        ids = ids.copy()
+        if sid == "s02":
+            ids[5] = 999
+        return ids
+
+    r = compare(train, write_serve(tmp_path / "serve.h5", samples, ids_fn=ids_fn))
+    assert r.tokens.paired_by == "id" and r.tokens.paired == 8 and r.finding("token_mismatch")
+
+
+def test_a_wrong_prompt_file_is_not_rescued_by_tokens(tmp_path, samples, train):
+    """No token sequence agrees: the ids still pair, and the divergence is named."""
+    r = compare(train, write_serve(tmp_path / "serve.h5", samples, ids_fn=lambda ids, sid: ids + 10000))
+    assert r.tokens.paired_by == "id" and r.finding("no_aligned_tokens")
+
+
+def test_a_few_token_pairs_with_the_rest_unpaired(tmp_path, samples, train):
+    """Half the serve samples renamed, half of another prompt set: the renamed ones pair by tokens and
+    sample_mismatch counts the others, naming the pairing."""
+    other = make_samples(num=4, length=24, seed=7)
+    mixed = {**{f"tok-{k}": v for k, v in list(samples.items())[:4]}, **{f"x{k}": v for k, v in other.items()}}
+    r = compare(train, write_serve(tmp_path / "serve.h5", mixed))
+    f = r.finding("sample_mismatch")
+    assert r.tokens.paired_by == "tokens" and (f.evidence["paired"], f.evidence["train_only"], f.evidence["serve_only"]) == (4, 4, 4)
+    assert f.evidence["paired_by"] == "tokens" and "paired by token sequence" in f.title
+
+
+def test_repeated_sequences_pair_in_order(tmp_path):
+    base = make_samples(num=2, length=16)
+    ids, hf, pre = base["s00"]
+    twice = {"a": (ids, hf, pre), "b": (ids, hf * 2, pre * 2)}
+    train = write_train(tmp_path / "t.h5", twice)
+    serve = write_serve(tmp_path / "s.h5", {"x": twice["a"], "y": twice["b"]})
+    with open_dump(train) as t, open_dump(serve) as s:
+        check, segments = pair_samples(t, s)
+    assert check.paired_by == "tokens" and [(seg.sample_id, seg.serve_id) for seg in segments] == [("a", "x"), ("b", "y")]

@@ -42,6 +42,7 @@ def predicted_and_measured(root) -> dict[str, dict]:
                       "train_al": result.train.accept_length, "explained_by": result.explained_by,
                       "drafts": measured[name]["drafts"]}
     rows["clean"]["sequences"] = sequences
+    rows["paths"] = {"root": root, "target": target, "train": train, "drafters": drafters}
     return rows
 
 
@@ -68,6 +69,32 @@ def test_faults_cost_and_are_explained(table):
     assert table["final_only"]["explained_by"] == "width_mismatch"
     assert table["late_taps"]["explained_by"] in ("wrong_taps", "layer_offset")
     assert table["late_taps"]["predicted_al"] < clean - 0.2
+
+
+def test_late_taps_through_vllms_own_capture(table):
+    """Ids [6, 7, 8] on the 8-layer target: vLLM feeds fc three slices, the last the pre-norm final. The
+    serve dump is vLLM's own extract_hidden_states capture of those ids (id 8 stays a drafter tap:
+    the train dump's drafter input has three slices), and accept predicts vLLM's measured length."""
+    from alignprobe.capture import capture_vllm
+    from alignprobe.dump import open_dump
+    from engine_helpers import vllm_env
+
+    paths = table["paths"]
+    os.environ.update(vllm_env())
+    serve = capture_vllm(os.path.join(paths["root"], "serve-late-vllm.h5"), layer_ids=[6, 7, 8],
+                         offline_model=paths["target"], storage_dir=os.path.join(paths["root"], "late-files"),
+                         engine_python=vllm_python(), tokens_from=paths["train"], progress=False, overwrite=True,
+                         # the CPU backend refuses to start when other processes hold more memory than
+                         # its default reservation leaves (a shared 2-core box)
+                         engine_options={"dtype": "float32", "enforce_eager": True, "max_model_len": 1024,
+                                         "seed": 0, "gpu_memory_utilization": 0.3})
+    with open_dump(serve) as dump:
+        assert {n: c.hf_indices for n, c in dump.streams.items()} == {"aux": (6, 7, 8)}
+    result = alignprobe.accept(paths["drafters"]["late_taps"], paths["train"], serve, target=paths["target"],
+                               num_draft_tokens=K, score_from=len(prompts()[0]) - 1)
+    measured = table["late_taps"]
+    assert abs(result.serve.accept_length - measured["measured_al"]) <= GOAL, (result.serve, measured)
+    assert result.explained_by == "wrong_taps" and not [f for f in result.findings if f.severity == "error"]
 
 
 if __name__ == "__main__":  # python tests/engines/test_accept_vllm.py ROOT: the docs/accept.md table as JSON

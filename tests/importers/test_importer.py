@@ -226,6 +226,20 @@ def test_speculators_without_the_last_layer_compares_clean(model, token_lists, h
     assert verdict(hf_dump, result.path) == ("PASS", [])
 
 
+def test_folders_without_prompt_ids_pair_with_a_named_capture_by_tokens(model, token_lists, speculators_dir,
+                                                                         specforge_dir, tmp_path):
+    """A capture of prompts with their own ids ("q0".."q8") against folders imported without --ids-from
+    (samples named by their tokens' hash): every sample pairs by its tokens and a correct set passes
+    (issue 22). Read in place, a folder takes the other side's ids, so those pair by id."""
+    named = capture_hf(model, prompts_from_token_lists(token_lists, ids=[f"q{i}" for i in range(9)]),
+                       tmp_path / "named.h5", batch_size=4, progress=False)
+    for folder, ids in ((speculators_dir, VLLM_IDS), (specforge_dir, SPECFORGE_IDS)):
+        imported = import_source(folder, tmp_path / f"{len(ids)}.h5", layer_ids=ids, num_layers=N, progress=False)
+        result = compare(named, imported.path)
+        assert result.tokens.paired_by == "tokens" and result.tokens.paired == 9, folder
+        assert result.verdict == "PASS" and not [f for f in result.findings if f.severity != "info"], result.findings
+
+
 def test_speculators_three_ids_get_n_appended(speculators_dir, tmp_path):
     result = import_source(speculators_dir, tmp_path / "sp3.h5", layer_ids=VLLM_IDS[:3], num_layers=N, progress=False)
     assert result.plan.layer_ids == tuple(VLLM_IDS) and any("appended N" in n for n in result.plan.notes)
@@ -335,7 +349,7 @@ def test_bad_user_facts(specforge_dir, tmp_path):
         ({"layer_ids": [2, 3, 4]}, "do not say how many layers"),
         ({"layer_ids": [1, 3, 4], "num_layers": 8, "system": "speculators"}, "are specforge files, not speculators"),
         ({"layer_ids": [1, 3, 4], "config": config}, "not both"),
-        ({"config": config, "num_layers": 8}, "no eagle_config.eagle_aux_hidden_state_layer_ids"),
+        ({"config": config, "num_layers": 8}, "no eagle_aux_hidden_state_layer_ids, eagle_config.eagle_aux_hidden_state_layer_ids or dflash_config"),
         ({"config": tmp_path / "none.json", "num_layers": 8}, "no such config file"),
         ({"layer_ids": [1, 3, 7], "num_layers": 8}, "outside 1..7"),  # SpecForge id 7 = HF[8]: not capturable
         ({"layer_ids": [1, 3, 4], "num_layers": 8, "target_config": config}, "not both"),

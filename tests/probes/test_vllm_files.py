@@ -322,3 +322,91 @@ def test_checkpoint_dtype_is_unknown_where_the_config_cannot_say(tmp_path, text,
     if text is not None:
         (tmp_path / "config.json").write_text(text)
     assert _checkpoint_dtype(str(tmp_path)) == expected
+
+
+# -- the final layer inside the aux concat (a drafter with ids [6, 7, 8] on an 8-layer target) ---------
+
+LATE_IDS = [6, 7, N]  # vLLM feeds all three to fc, the last the pre-norm final (REAL: accept length 1.956)
+
+
+@pytest.fixture(scope="module")
+def late_dir(model, prompts, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("late")
+    for i, p in enumerate(prompts):
+        write_request(model, folder, i, p.token_ids, LATE_IDS, dtype=torch.float32)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def late_train(model, prompts, tmp_path_factory):
+    """The drafter's own training view: HF[6], HF[7] and the PRE-norm HF[8], as vLLM / speculators took it."""
+    return capture_hf(model, prompts, tmp_path_factory.mktemp("late-train") / "train.h5", aux_layers=LATE_IDS,
+                      aux_final_norm="pre", batch_size=2, progress=False)
+
+
+def test_id_n_stays_a_drafter_tap_where_the_train_side_reads_as_many_slices(late_dir, late_train, tmp_path):
+    out = capture_vllm_files(late_dir, tmp_path / "serve.h5", layer_ids=LATE_IDS, tokens_from=late_train, progress=False)
+    with open_dump(out) as serve, open_dump(late_train) as train:
+        assert list(serve.streams) == ["aux"]
+        aux = serve.streams["aux"]
+        assert (aux.hf_indices, aux.final_norm, aux.width) == ((6, 7, N), "pre", 3 * H)
+        assert train.streams["eagle3_aux"].final_norm == "pre"
+        for sid in train.sample_ids:
+            np.testing.assert_allclose(serve.states(sid, "aux"), train.states(sid, "eagle3_aux"), atol=2e-5, rtol=1e-4)
+
+
+def test_late_taps_compare_clean_and_pre_norm_matters(late_dir, late_train, model, prompts, tmp_path):
+    from alignprobe.compare.compare import compare
+
+    out = capture_vllm_files(late_dir, tmp_path / "serve.h5", layer_ids=LATE_IDS, tokens_from=late_train, progress=False)
+    r = compare(late_train, out)
+    assert r.verdict == "PASS" and r.codes("warn") == [], r.codes()
+    # trained on transformers' post-norm HF[8] instead: the last slice is the other form of HF[N]
+    post = capture_hf(model, prompts, tmp_path / "post.h5", aux_layers=LATE_IDS, batch_size=2, progress=False)
+    f = compare(post, out).finding("final_norm_mismatch")
+    assert f is not None and f.subject.stream == "aux"
+
+
+@pytest.mark.parametrize("last_layer, streams", [("final", {"aux": (6, 7), "final": (N,)}), ("aux", {"aux": (6, 7, N)})])
+def test_last_layer_chosen_by_hand(late_dir, last_layer, streams, tmp_path):
+    out = capture_vllm_files(late_dir, tmp_path / "serve.h5", layer_ids=LATE_IDS, num_layers=N, last_layer=last_layer,
+                             progress=False)
+    with open_dump(out) as serve:
+        assert {name: c.hf_indices for name, c in serve.streams.items()} == streams
+
+
+def test_speculators_layout_keeps_n_apart_under_auto(vllm_dir, train_dump, tmp_path):
+    """Four ids against a 3-slice drafter input: N is the final state kept beside the aux."""
+    out = capture_vllm_files(vllm_dir, tmp_path / "serve.h5", layer_ids=SPECULATORS_IDS, tokens_from=train_dump,
+                             progress=False)
+    with open_dump(out) as serve:
+        assert serve.streams["aux"].hf_indices == (2, 4, 5) and serve.streams["final"].hf_indices == (N,)
+
+
+def test_a_last_layer_choice_that_is_not_one(late_dir, tmp_path):
+    with pytest.raises(BadInput, match="last layer 'middle'"):
+        capture_vllm_files(late_dir, tmp_path / "serve.h5", layer_ids=LATE_IDS, num_layers=N, last_layer="middle",
+                           progress=False)
+
+
+def test_accept_on_a_capture_that_split_id_n_off_names_the_flag(model, late_dir, late_train, tmp_path):
+    """A capture that kept id 8 apart hands a 3-tap drafter two slices: vLLM would fail at the first
+    decode; accept says so and names --last-layer aux."""
+    import alignprobe
+    from alignprobe.demo import tiny_drafter
+
+    target = str(tmp_path / "target")
+    model.save_pretrained(target)
+    config = tiny_drafter.drafter_config(model.config, LATE_IDS)
+    drafter = str(tmp_path / "drafter")
+    os.makedirs(drafter)
+    save_file({k: v.contiguous() for k, v in tiny_drafter.init_drafter_weights(config).items()},
+              os.path.join(drafter, "model.safetensors"))
+    json.dump(config, open(os.path.join(drafter, "config.json"), "w"))
+    split = capture_vllm_files(late_dir, tmp_path / "split.h5", layer_ids=LATE_IDS, num_layers=N, last_layer="final",
+                               progress=False)
+    result = alignprobe.accept(drafter, late_train, split, target=target, explain=False)
+    f = next(f for f in result.findings if f.code == "drafter_hidden_width")
+    assert result.serve is None and "--last-layer aux" in f.fix
+    kept = capture_vllm_files(late_dir, tmp_path / "kept.h5", layer_ids=LATE_IDS, tokens_from=late_train, progress=False)
+    assert alignprobe.accept(drafter, late_train, kept, target=target, explain=False).serve is not None

@@ -101,7 +101,7 @@ def settled(by_fit: list[Finding], measured: list[Finding], numeric: list[Findin
     partial = next((n for f in same.values() for n in f.notes if n.code == PARTIAL_TRAIN), None)
     kept = [f for f in measured if f.code not in REPLACED]
     for f in by_fit:
-        if f.code in same:  # the mapping measured it too: its wording stands, with the fits' evidence
+        if f.code in same and not _knows_more(f):  # the mapping measured it too: its wording stands, with the fits' evidence
             f = _joined(same[f.code], f)
         elif partial is not None and f.code in TAPS:
             f = f.with_note(partial)  # the mapping's word that the train dump holds only some layers
@@ -114,6 +114,17 @@ def settled(by_fit: list[Finding], measured: list[Finding], numeric: list[Findin
         elif f.code not in REPLACED:
             left.append(f)
     return kept, left
+
+
+# index_offset's bases that read what the mapping search cannot: the serve side's claims checked by an
+# exact match elsewhere, or the serve side's own layer stack (explain/index_offset.py)
+BEYOND_MAPPING = ("claims", "serve_layers")
+
+
+def _knows_more(fit: Finding) -> bool:
+    """The fits named a slice from what the mapping search never saw (a train dump of a few layers, the
+    serve slice another one): their wording stands over the mapping's nearest-neighbour one."""
+    return any(e.get("params", {}).get("basis") in BEYOND_MAPPING for e in fit.evidence.get("explained", []))
 
 
 def _joined(measured: Finding, fit: Finding) -> Finding:

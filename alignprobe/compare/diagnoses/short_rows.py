@@ -12,6 +12,7 @@ A warning: the rows that were compared are judged as usual, but the missing ones
 from __future__ import annotations
 
 from alignprobe.compare.diagnoses.engine_fix import SGLANG, VLLM, engine_of
+from alignprobe.compare.pairing import sample_pairs
 from alignprobe.compare.policy import Policy
 from alignprobe.findings import Finding, make
 from alignprobe.dump import Dump
@@ -22,13 +23,14 @@ VLLM_FULL_ROWS = "--no-enable-prefix-caching (LLM(enable_prefix_caching=False) o
 
 
 def short_row_findings(train: Dump, serve: Dump, policy: Policy) -> list[Finding]:
-    """One finding per side whose dump marks samples as short (among the samples both dumps hold)."""
-    paired = set(train.sample_ids) & set(serve.sample_ids)
+    """One finding per side whose dump marks samples as short (among the samples that pair)."""
+    _, pairs = sample_pairs(train, serve)
     out = []
     for side, dump in (("serve", serve), ("train", train)):
         marks = getattr(dump, "marks", None)
         if marks is None:
             continue
+        paired = {s if side == "serve" else t for t, s in pairs}
         short = [int(i) for i in marks.short_indices() if dump.sample_ids[int(i)] in paired]
         if short:
             out.append(_finding(side, dump, short, policy))

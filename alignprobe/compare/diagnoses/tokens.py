@@ -66,10 +66,11 @@ def token_findings(check: TokenCheck, policy: Policy, short_rows: Sequence[Findi
         out.append(
             make(
                 "sample_mismatch",
-                f"{check.paired} samples paired by id; {check.train_only} only in the train dump, "
+                f"{check.paired} samples paired by {'token sequence' if check.paired_by == 'tokens' else 'id'}; {check.train_only} only in the train dump, "
                 f"{check.serve_only} only in the serve dump",
                 {
                     "paired": check.paired,
+                    "paired_by": check.paired_by,
                     "train_only": check.train_only,
                     "serve_only": check.serve_only,
                     "train_only_examples": check.train_only_examples[:EXAMPLES],

@@ -52,6 +52,10 @@ class ExplainRows:
     # position position[r] + end_offsets[sample[r]]); NaN rows elsewhere. Empty when no sample is shorter.
     end_rows: dict[Key, np.ndarray] = dataclasses.field(default_factory=dict)
     end_offsets: list[int] = dataclasses.field(default_factory=list)  # per sample: train length - serve length, or 0
+    # Where the train side holds a few layers only (a SpecForge or speculators set) and the serve dump
+    # holds a layer stack too (capture hf), the serve side's own layers near the expected and claimed
+    # indices, on the same rows: the index a train slice really is can then be measured (index_offset).
+    serve_layers: dict[Key, np.ndarray] = dataclasses.field(default_factory=dict)
     # The power of two every value above was multiplied by (set here, never given): 1 unless a value
     # exceeds LARGEST_FITTED, where float32 squares and their sums over channels and rows overflowed
     # (rotation's SVD did not converge on states of 1e30). A common power of two is exact, so every
@@ -60,11 +64,13 @@ class ExplainRows:
     value_scale: float = dataclasses.field(default=1.0, init=False)
 
     def __post_init__(self):
-        self.value_scale = fitting_scale([self.serve, *self.train.values(), *self.end_rows.values()])
+        self.value_scale = fitting_scale([self.serve, *self.train.values(), *self.end_rows.values(),
+                                          *self.serve_layers.values()])
         if self.value_scale != 1.0:
             self.serve = _scaled(self.serve, self.value_scale)
             self.train = {key: _scaled(v, self.value_scale) for key, v in self.train.items()}
             self.end_rows = {key: _scaled(v, self.value_scale) for key, v in self.end_rows.items()}
+            self.serve_layers = {key: _scaled(v, self.value_scale) for key, v in self.serve_layers.items()}
 
     @property
     def held_out(self) -> np.ndarray:

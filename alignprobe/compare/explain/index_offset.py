@@ -6,6 +6,13 @@ dataset: the drafter's three), the index the serve slice really is may not be th
 then both sides' claims give the shift, and it is accepted only when some other serve slice whose
 claimed index the train side does hold equals it exactly (the serve claims are then honest).
 
+Where the serve dump holds a layer stack too (capture hf against such a dataset), the exact matches
+decide before either: the train slice equals one serve layer, the serve slice another, each to the
+last bits and clearly closer than to any other layer, so the shift is measured on both sides whatever
+the train dump's claims say (a dataset read with the wrong ids claims other layers than it holds; a
+neighbouring layer then matched the serve slices "not a constant shift", and their claims, checked
+against slices the train dump claims wrongly, could not be verified).
+
 Under numeric drift (an INT4 serve side) the right index fits only within the drift tolerance, like
 the expected one does with no offset. Both are predictors with no fitted parameter, so the index
 that fits the held-out rows clearly better is the one the slice is: drift of one layer's state
@@ -16,7 +23,8 @@ and the expected one at 0.32).
 from __future__ import annotations
 
 from alignprobe.compare.diagnoses.engine_fix import offset_fix
-from alignprobe.compare.explain.base import ExplainRows, Explanation, Named, Naming, choice_columns, evidence_of, rel_rms, scored
+from alignprobe.compare.explain.base import (ExplainRows, Explanation, Named, Naming, RowFit, choice_columns, evidence_of,
+                                             rel_rms, scored)
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -24,6 +32,10 @@ WRONG_TAPS_FIX = ("Set the engine's aux layer ids to the ones the drafter was tr
                   "(eagle_aux_hidden_state_layer_ids) and the engine's capture list.")
 # an offset under drift must leave at most this fraction of the expected index's held-out rel-RMS
 DRIFT_CLEARLY_BETTER = 0.8
+# a slice is "that serve layer" only when its held-out rel-RMS to it is within the tolerance and at
+# most this fraction of its rel-RMS to the next-closest serve layer: an exact match (6e-5 between a
+# SpecForge slice and capture hf's layer) against neighbours 0.03 apart on an untrained model
+EXACT_MARGIN = 0.5
 
 
 class IndexOffset(Explanation):
@@ -37,7 +49,10 @@ class IndexOffset(Explanation):
         shifts = {e.winner.params["offset"] for e in group}
         measured = {e.serve_slice: e.winner.params["measured"] for e in group}
         labels = [measured.get(e.serve_slice, e.label) for e in explained]
-        expected = [e.label for e in explained]
+        # the train slices as measured on the serve side's layer stack, where they were (serve_layers basis)
+        trained = {e.serve_slice: e.winner.params["train_measured"] for e in group if "train_measured" in e.winner.params}
+        expected = [trained.get(e.serve_slice, e.label) for e in explained]
+        claimed_by_train = [e.label for e in explained]
         evidence = evidence_of(group)
         if shifts == {0}:  # the same HF index in its other final-norm form: pair with the one it equals
             title = (f"the serve final state is {labels[-1]}, the other form of HF[{naming.num_layers}] than expected "
@@ -48,12 +63,19 @@ class IndexOffset(Explanation):
             return Named("final_norm_mismatch", fix, severity=severity, title=title, evidence=evidence)
         if len(shifts) == 1 and len(group) == len(explained):
             shift = shifts.pop()
-            fix, cause = offset_fix(shift, naming.expected_hf, naming.serve_provenance, naming.train_provenance)
+            want = [e.winner.params.get("train_measured_hf_index", hf) for e, hf in zip(explained, naming.expected_hf)]
+            fix, cause = offset_fix(shift, want, naming.serve_provenance, naming.train_provenance)
             basis = sorted({e.winner.params.get("basis", "measured") for e in group})
             evidence.update(shift=shift, convention=cause, conventions=[cause], basis=basis, measured=labels,
                             expected=expected)
             title = (f"layer offset {shift:+d}: the serve side captured {', '.join(labels)} where training used "
                      f"{', '.join(expected)}" + _claims_note(group, basis))
+            if expected != claimed_by_train:
+                evidence.update(train_claimed=claimed_by_train)
+                title += (f"; the train dump claims {', '.join(claimed_by_train)}, but its states are "
+                          f"{', '.join(expected)}")
+                fix += (" The train dump's layer ids were read wrongly: name the ids it was made with (compare "
+                        "--train-layer-ids, import --layer-ids or --drafter-config).")
             return Named("layer_offset", fix, title=title, evidence=evidence)
         evidence.update(measured=labels, expected=expected, deltas=[e.winner.params.get("offset", 0) for e in explained])
         title = f"wrong taps: the serve side captured {', '.join(labels)} where training used {', '.join(expected)}"
@@ -63,6 +85,9 @@ class IndexOffset(Explanation):
         expected = rows.expected[j]
         if expected is None:
             return None
+        exact = self._from_serve_layers(rows, j)
+        if exact is not None:
+            return exact
         b = rows.serve[:, j]
         others = [key for key in rows.train if key != expected]
         if others:
@@ -99,25 +124,51 @@ class IndexOffset(Explanation):
         measured.summary += f", with numeric drift (the expected index leaves {own:.3g})"
         return measured
 
+    def _from_serve_layers(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
+        """The train slice and serve slice ``j`` each matched exactly to a serve layer (module doc)."""
+        expected = rows.expected[j]
+        if not rows.serve_layers or expected not in rows.train:
+            return None
+        trained, served = _layer_of(rows, rows.train[expected]), _layer_of(rows, rows.serve[:, j])
+        if trained is None or served is None or trained[0][0] == served[0][0]:
+            return None  # a layer not held exactly, or the same index (identity, or the other final norm)
+        (t_key, t_fit), (s_key, s_fit) = trained, served
+        shift = s_key[0] - t_key[0]
+        held_rms = max(t_fit[0], s_fit[0])
+        return ExplanationFit(
+            name=self.name, complexity=self.complexity, fits=True, held_out_rel_rms=held_rms,
+            held_out_cosine=min(t_fit[1], s_fit[1]), fit_rel_rms=max(t_fit[2], s_fit[2]),
+            held_out_rows=int(rows.held_out.sum()),
+            params={"measured": rows.label(s_key), "measured_hf_index": s_key[0], "expected": rows.label(expected),
+                    "train_measured": rows.label(t_key), "train_measured_hf_index": t_key[0], "offset": shift,
+                    "basis": "serve_layers",
+                    "train_slice_rel_rms": t_fit[0], "serve_slice_rel_rms": s_fit[0]},
+            summary=f"the train slice ({rows.label(expected)} claimed) equals the serve side's {rows.label(t_key)} "
+                    f"(rel-RMS {t_fit[0]:.2g}) and this serve slice its {rows.label(s_key)} (rel-RMS {s_fit[0]:.2g}): "
+                    f"offset {shift:+d}",
+        )
+
     def _from_claims(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         claimed, expected = rows.claimed[j], rows.expected[j]
         held = {key[0] for key in rows.train}
         if claimed is None or expected is None or claimed == expected[0] or claimed in held:
             return None
         shifts = {c - e[0] for c, e in zip(rows.claimed, rows.expected) if c is not None and e is not None}
-        if len(shifts) != 1:
-            return None
+        shift = claimed - expected[0]
         # an honest claim elsewhere: a serve slice claiming an index the train side holds, equal to it
+        # (in either final-norm form: HF[N] claimed by a vLLM capture is its pre-norm final). Verified
+        # claims stand whatever their shifts: late taps [6, 7, 8] of a drafter trained on HF[2, 4, 5],
+        # checked by HF[8] against the train side's pre-norm final, are the taps the engine read.
         checkable = 0
         for o, c in enumerate(rows.claimed):
-            key = next((k for k in rows.train if k[0] == c), None)
-            if o == j or key is None:
+            keys = [k for k in rows.train if k[0] == c]
+            if o == j or not keys:
                 continue
             checkable += 1
-            as_is = rows.as_is_rows(key, o)
-            error, cosine = as_is.rel_rms(rows.held_out), as_is.mean_cosine(rows.held_out)
+            fits = [(as_is.rel_rms(rows.held_out), as_is.mean_cosine(rows.held_out), key)
+                    for key in keys for as_is in [rows.as_is_rows(key, o)]]
+            error, cosine, key = min(fits, key=lambda f: f[0])
             if error <= rows.tolerance:
-                shift = shifts.pop()
                 return ExplanationFit(
                     # the held-out fit of the slice that verifies the claims: this one cannot be measured
                     name=self.name, complexity=self.complexity, fits=True, held_out_rel_rms=error,
@@ -129,8 +180,8 @@ class IndexOffset(Explanation):
                             f"serve slice {o} claims {rows.label(key)} and equals it (rel-RMS {error:.2g}), "
                             "so the claims are honest",
                 )
-        if checkable:
-            return None  # the claims could be checked and none held: they are not to be trusted
+        if checkable or len(shifts) != 1:
+            return None  # the claims could be checked and none held, or they disagree: not to be trusted
         # Nothing can check them: no serve slice claims an index the train side holds (SpecForge ids
         # [1, 5, 8] read by vLLM as HF[1, 5, 8] against a train set of HF[2, 6, 9] only). The claims are
         # the serve side's own configuration, and the states are not the expected ones (identity,
@@ -138,7 +189,6 @@ class IndexOffset(Explanation):
         # rotation or a per-channel weight fitted to the expected slice can map a neighbouring layer
         # onto it (a trained 12-layer Llama's HF[5] onto HF[6] at rel-RMS 0.008), and would be a
         # confident wrong cause where the claims say which layer the engine captured.
-        shift = shifts.pop()
         return ExplanationFit(
             name=self.name, complexity=self.complexity, fits=True, held_out_rel_rms=float("nan"),
             held_out_cosine=float("nan"), fit_rel_rms=float("nan"), held_out_rows=0,
@@ -152,6 +202,24 @@ class IndexOffset(Explanation):
 
 
 EXPLANATION = IndexOffset()
+
+
+def _layer_of(rows: ExplainRows, x):
+    """(key, held-out scores) of the serve layer that rows ``x`` equal (EXACT_MARGIN), or None."""
+    cols = choice_columns(x.shape[1])
+    fit_x = x[rows.fit, cols]
+    errors = sorted((rel_rms(layer[rows.fit, cols], fit_x), key) for key, layer in rows.serve_layers.items())
+    if not errors:
+        return None
+    key = errors[0][1]
+    best = RowFit.of(rows.serve_layers[key], x).scores(rows.fit)
+    if not best[0] <= rows.tolerance:
+        return None
+    if len(errors) > 1:
+        runner = RowFit.of(rows.serve_layers[errors[1][1]], x).scores(rows.fit)
+        if not best[0] <= EXACT_MARGIN * runner[0]:
+            return None
+    return key, best
 
 
 def _claims_note(offsets: list, basis: list[str]) -> str:
