@@ -213,6 +213,9 @@ def shift_explanations(shift: int) -> list[str]:
     return []
 
 
+# Systems whose files never hold their ids and that have no default an import could assume: Model-Optimizer's
+# 'eagle' preset is computed by modelopt itself (default_eagle_aux_layer_ids), not read here.
+NO_DEFAULT_IDS = ("modelopt-hf", "modelopt-vllm")
 SYSTEMS = ("hf", "eagle3", "sglang", "specforge", "vllm", "speculators", "trtllm", "modelopt-hf", "modelopt-vllm")
 
 
