@@ -59,7 +59,7 @@ def backend_of(data: dict, path: str) -> str:
         return VLLM
     raise BadInput(f"{path}: cannot tell which Model-Optimizer backend wrote the file (its final state is "
                    "stored neither as the HF nor as the vLLM dump script stores it): give "
-                   "--system modelopt-hf or --system modelopt-vllm")
+                   "--system modelopt-hf or modelopt-vllm (compare: --train-system)")
 
 
 def read(path: str, mmap: bool = True, strict: bool = True) -> ForeignSample:

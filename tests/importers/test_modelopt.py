@@ -122,5 +122,5 @@ def test_backend_override_and_refusals(tmp_path):
     big = torch.zeros(5, 4 * H)
     torch.save({"input_ids": torch.arange(5), "hidden_states": big[:, 8:8 + H], "aux_hidden_states": torch.zeros(5, 3 * H),
                 "loss_mask": torch.ones(5, dtype=torch.long), "conversation_id": 0}, os.path.join(odd, "0.pt"))
-    with pytest.raises(BadInput, match="--system modelopt-hf or --system modelopt-vllm"):
+    with pytest.raises(BadInput, match="--system modelopt-hf or modelopt-vllm"):
         open_source(odd, in_place=True, layer_ids=IDS, num_layers=N)
