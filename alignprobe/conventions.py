@@ -57,6 +57,24 @@ SOURCES = {
         "vllm-project/speculators scripts/launch_vllm.py (commit c05b95b3, 2026-08-20): ids "
         "[2, N//2, N-3] plus N (--include-last-layer, default on), passed to vLLM extract_hidden_states"
     ),
+    "trtllm": (
+        "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/speculative/eagle3.py (commit f933a608) Eagle3SpecMetadata: "
+        "default layers_to_capture (1, N//2-1, N-4), explicit ids sorted with -1 moved last; "
+        "maybe_capture_hidden_states stores hidden_states + residual after decoder layer k "
+        "(models/modeling_llama.py), so id k = HF[k+1]; llmapi/llm_args.py SaveHiddenStatesDecodingConfig: "
+        "-1 is the final post-norm state, always saved last as hidden_state (save_hidden_state.py, commit 3e906a0e)"
+    ),
+    "modelopt-hf": (
+        "NVIDIA/Model-Optimizer examples/speculative_decoding/collect_hidden_states/compute_hidden_states_hf.py "
+        "(commit bee497de): aux_hidden_states = cat(outputs.hidden_states[k + 1] for k in --aux-layers), "
+        "hidden_states = outputs.hidden_states[-1] (post-norm): id k is the output of layer k = HF[k+1]"
+    ),
+    "modelopt-vllm": (
+        "NVIDIA/Model-Optimizer examples/speculative_decoding/collect_hidden_states/compute_hidden_states_vllm.py "
+        "(commit bee497de): the --aux-layers ids plus num_hidden_layers go to vLLM's "
+        "eagle_aux_hidden_state_layer_ids (id k = HF[k]); hidden_states is the last slice, vLLM's id N: "
+        "the pre-norm final"
+    ),
     "eagle3": (
         "SafeAILab/EAGLE eagle/model/modeling_llama_kv.py: appends hidden_states BEFORE layer idx for "
         "idx in (2, N//2, N-3), i.e. HF[2], HF[N//2], HF[N-3]"
@@ -90,6 +108,7 @@ def default_layer_ids(system: str, num_layers: int) -> tuple[int, ...]:
         "speculators": (2, n // 2, n - 3, n),
         "eagle3": (2, n // 2, n - 3),
         "hf": (2, n // 2, n - 3),
+        "trtllm": (1, n // 2 - 1, n - 4),
     }
     return defaults[_known(system)]
 
@@ -138,6 +157,14 @@ def map_layer_ids(
         return LayerMapping(system, ids, ids, FINAL_NORM_PRE, rule)
     if system == "eagle3":
         return LayerMapping(system, ids, ids, FINAL_NORM_POST, "EAGLE-3 reference: id k is the input of layer k = HF[k]")
+    if system in ("trtllm", "modelopt-hf"):
+        who = "TensorRT-LLM SaveState" if system == "trtllm" else "Model-Optimizer HF dump"
+        return LayerMapping(system, ids, tuple(i + 1 for i in ids), FINAL_NORM_POST,
+                            f"{who}: id k is the output of layer k = HF[k+1]")
+    if system == "modelopt-vllm":
+        return LayerMapping(system, ids, ids, FINAL_NORM_PRE,
+                            "Model-Optimizer vLLM dump (vLLM's numbering): id k is the input of layer k = HF[k]; "
+                            "its final state is the pre-norm output of the last layer")
     return LayerMapping(system, ids, ids, FINAL_NORM_POST, "HF index as given")
 
 
@@ -186,7 +213,10 @@ def shift_explanations(shift: int) -> list[str]:
     return []
 
 
-SYSTEMS = ("hf", "eagle3", "sglang", "specforge", "vllm", "speculators")
+# Systems whose files never hold their ids and that have no default an import could assume: Model-Optimizer's
+# 'eagle' preset is computed by modelopt itself (default_eagle_aux_layer_ids), not read here.
+NO_DEFAULT_IDS = ("modelopt-hf", "modelopt-vllm")
+SYSTEMS = ("hf", "eagle3", "sglang", "specforge", "vllm", "speculators", "trtllm", "modelopt-hf", "modelopt-vllm")
 
 
 def _known(system: str) -> str:

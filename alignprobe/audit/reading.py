@@ -61,7 +61,12 @@ def _foreign_sample(unit: Unit, path: str) -> AuditSample:
         return sample
 
     # mapped from the page cache the read-ahead filled: no copy
-    read = specforge.read(path, unit.format, mmap=True, strict=False)
+    if unit.format == "modelopt":
+        from alignprobe.importers import modelopt
+
+        read = modelopt.read(path, mmap=True, strict=False)
+    else:
+        read = specforge.read(path, unit.format, mmap=True, strict=False)
     states, labels = {}, {}
     if read.aux is not None:
         width = read.aux.shape[-1]
@@ -74,7 +79,7 @@ def _foreign_sample(unit: Unit, path: str) -> AuditSample:
         states["final"] = read.final.reshape(read.final.shape[0], 1, -1)
         labels["final"] = ["final"]
     sample = AuditSample(name, unit.source, read.token_ids, read.loss_mask, states, labels)
-    if read.layout != "eagle" and read.loss_mask is not None:
+    if read.layout.startswith("specforge") and read.loss_mask is not None:
         sample.padding = specforge.padding_length(read)
     if read.loss_mask is None:
         sample.mask_missing = (f"{unit.source}: its {read.layout} files hold no loss_mask, so loss-mask coverage, "

@@ -26,6 +26,8 @@ USAGE = "alignprobe compare --train-dump TRAIN --serve-dump SERVE [--json result
               help="Dump captured the way training extracts states, or a SpecForge/speculators/EAGLE folder.")
 @click.option("--serve-dump", type=click.Path(), help="Dump captured from the serving engine.")
 @click.option("--train-layer-ids", help="For a foreign --train-dump: the layer ids its run used (1,29,57).")
+@click.option("--train-system", type=click.Choice(["modelopt-hf", "modelopt-vllm"]), default=None,
+              help="For a Model-Optimizer --train-dump whose files do not show the backend that wrote them.")
 @click.option("--train-drafter-config", type=click.Path(),
               help="For a foreign --train-dump: the drafter config.json holding its layer ids.")
 @click.option("--num-layers", type=NUM_LAYERS,
@@ -57,7 +59,7 @@ USAGE = "alignprobe compare --train-dump TRAIN --serve-dump SERVE [--json result
 @click.option("--drafter", type=click.Path(),
               help="An EAGLE-3 drafter folder: also predict its accept length on both dumps (alignprobe accept).")
 @click.option("--target", type=click.Path(), help="With --drafter: the target model folder (embedding, LM head).")
-def compare(positional, train_dump, serve_dump, train_layer_ids, train_drafter_config, num_layers, json_path, report_dir,
+def compare(positional, train_dump, serve_dump, train_layer_ids, train_system, train_drafter_config, num_layers, json_path, report_dir,
             junit_path, policy_file, overrides, strict, sample, max_tokens, mapping_tokens, tokenizer, device, quiet,
             verbose, drafter=None, target=None) -> int:
     """Compare per layer; name each disagreement with evidence and a fix; exit 0 pass/warn, 1 fail, 2 bad input."""
@@ -74,7 +76,7 @@ def compare(positional, train_dump, serve_dump, train_layer_ids, train_drafter_c
         result = run_compare(
             train_dump, serve_dump, policy, sample=sample, max_tokens=max_tokens, mapping_tokens=mapping_tokens,
             tokenizer=None if tokenizer.lower() == "none" else tokenizer, device=device,
-            train_import=_import_options(train_layer_ids, train_drafter_config, num_layers),
+            train_import=_import_options(train_layer_ids, train_drafter_config, num_layers, train_system),
             serve_import=_import_options(None, None, num_layers), progress=bar,
         )
     finally:
@@ -146,9 +148,9 @@ def policy_from_options(policy_file, overrides) -> Policy:
     return policy.updated(parse_overrides(overrides)) if overrides else policy
 
 
-def _import_options(layer_ids, drafter_config, num_layers) -> dict:
+def _import_options(layer_ids, drafter_config, num_layers, system=None) -> dict:
     """open_source() options for a side that is a foreign folder (ignored for our own dumps)."""
-    options: dict = {}
+    options: dict = {"system": system} if system else {}
     if layer_ids:
         from alignprobe.layer_ids import parse_ids
 

@@ -13,8 +13,9 @@ from alignprobe.safe_paths import input_path, output_file, refuse_overlap
 @click.command("import")
 @click.argument("source", type=click.Path())
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
-@click.option("--system", type=click.Choice(["specforge", "speculators", "eagle"]), default=None,
-              help="What produced SOURCE [default: detected from the files].")
+@click.option("--system", type=click.Choice(["specforge", "speculators", "eagle", "modelopt", "modelopt-hf", "modelopt-vllm"]), default=None,
+              help="What produced SOURCE [default: detected from the files; modelopt-hf / modelopt-vllm name "
+                   "Model-Optimizer's backend where its files do not tell].")
 @click.option("--layer-ids", default=None, help="Layer ids the producing run used, in its own numbering: 1,29,57.")
 @click.option("--drafter-config", type=click.Path(), default=None,
               help="A drafter config.json holding the ids (eagle_config.eagle_aux_hidden_state_layer_ids).")
@@ -26,7 +27,7 @@ from alignprobe.safe_paths import input_path, output_file, refuse_overlap
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def import_command(source, out_path, system, layer_ids, drafter_config, num_layers, target_config, ids_from, force,
                    quiet) -> None:
-    """Import SpecForge, speculators or EAGLE ge_data hidden states into a dump (read in place)."""
+    """Import SpecForge, speculators, EAGLE ge_data or Model-Optimizer hidden states into a dump (read in place)."""
     refuse_overlap({"--out": output_file(out_path, "--out")},
                    {"SOURCE": input_path(source, "foreign dump"), "--drafter-config": drafter_config,
                     "--target-config": target_config, "--ids-from": ids_from})

@@ -7,10 +7,10 @@ import os
 import h5py
 
 from alignprobe.errors import BadInput
-from alignprobe.importers import specforge, speculators
+from alignprobe.importers import modelopt, specforge, speculators
 from alignprobe.importers.files import load_torch_dict
 
-DUMP, SPECFORGE, SPECULATORS, EAGLE = "dump", "specforge", "speculators", "eagle"
+DUMP, SPECFORGE, SPECULATORS, EAGLE, MODELOPT = "dump", "specforge", "speculators", "eagle", "modelopt"
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -33,14 +33,22 @@ def detect_format(path: str | os.PathLike) -> str:
         if layout.startswith("specforge"):
             return SPECFORGE
         raise BadInput(f"{path}: a .ckpt file, but with neither SpecForge's nor EAGLE ge_data's keys")
+    pts = modelopt.list_files(path) if os.path.isdir(path) or path.endswith(modelopt.SUFFIX) else []
+    if pts:
+        first, keys = _first_readable(pts)
+        if modelopt.is_modelopt(keys):
+            return MODELOPT
+        raise BadInput(f"{first}: a .pt file, but without Model-Optimizer's keys ({', '.join(sorted(modelopt.KEYS))})")
     raise BadInput(
         f"{path}: neither an alignprobe dump nor a known hidden-state dump (SpecForge data_*.ckpt, "
-        "speculators hs_*.safetensors, EAGLE ge_data data_*.ckpt)"
+        "speculators hs_*.safetensors, EAGLE ge_data data_*.ckpt, Model-Optimizer *.pt)"
     )
 
 
 def sample_files(fmt: str, path: str) -> list[str]:
     """The sample files of a foreign source of layout ``fmt``, in sample order (its one file, for a file)."""
+    if fmt == MODELOPT:
+        return modelopt.list_files(path)
     return speculators.list_files(path) if fmt == SPECULATORS else specforge.list_files(path)
 
 

@@ -25,8 +25,8 @@ from alignprobe.dump.encoding import dtype_name
 from alignprobe.dump.reader import PARTIAL_SUFFIX
 from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL
 from alignprobe.errors import BadInput
-from alignprobe.importers import specforge, speculators
-from alignprobe.importers.detect import DUMP, EAGLE, SPECFORGE, SPECULATORS, detect_format, sample_files
+from alignprobe.importers import modelopt, specforge, speculators
+from alignprobe.importers.detect import DUMP, EAGLE, MODELOPT, SPECFORGE, SPECULATORS, detect_format, sample_files
 from alignprobe.importers.files import is_mapped_checkpoint, read_through
 from alignprobe.layer_ids import infer_num_layers, layer_ids_from_config, num_layers_from_config
 from alignprobe.importers.sample import ForeignSample
@@ -98,10 +98,15 @@ def plan_import(
     fmt = detect_format(source)
     if fmt == DUMP:
         raise BadInput(f"{source}: an HDF5 file; alignprobe dumps are read as they are, and no importer reads other HDF5")
-    if system is not None and system.lower() != fmt:
+    backend = system.lower() if fmt == MODELOPT and system and system.lower() in modelopt.BACKENDS else None
+    if system is not None and system.lower() != fmt and backend is None:
         raise BadInput(f"{source}: the files are {fmt} files, not {system}: drop --system or point at the right folder")
     files = sample_files(fmt, source)
     first = read_sample(fmt, files[0])
+    told = backend is None
+    if fmt == MODELOPT and backend is None:
+        backend = modelopt.read(files[0]).layout  # strict: the storage tells the backend, or it is refused
+    convention = backend if fmt == MODELOPT else fmt
     notes: list[str] = []
     ids, ids_source = _given_ids(layer_ids, config)
     hidden = first.hidden_size
@@ -112,7 +117,7 @@ def plan_import(
         if hidden * len(ids) != first.aux.shape[-1]:
             raise BadInput(f"{files[0]}: aux_hidden_state is {first.aux.shape[-1]} wide, not {len(ids)} equal slices")
     slices = first.aux.shape[-1] // hidden if first.aux is not None else 0
-    n, how = _num_layers(fmt, ids, slices, num_layers, target_config)
+    n, how = _num_layers(convention, ids, slices, num_layers, target_config)
     if how:
         notes.append(how)
 
@@ -123,6 +128,10 @@ def plan_import(
         return ImportPlan(fmt, files, n, hidden, (), (), "", {"final": final}, 0, 0, notes)
 
     given = ids is not None
+    if ids is None and fmt == MODELOPT:
+        raise BadInput(f"{files[0]}: Model-Optimizer files do not hold their layer ids: give the --aux-layers "
+                       "value of the dump run with --layer-ids (its 'eagle' preset is modelopt's "
+                       "default_eagle_aux_layer_ids for the target)")
     if ids is None:
         ids = list(default_layer_ids(fmt, n))
         if fmt == SPECULATORS and slices == len(ids) - 1:
@@ -141,7 +150,7 @@ def plan_import(
         )
     if first.storage:
         notes.append(f"states stored as {first.storage} with a per-token scale: dequantized to float32 (values * scale)")
-    mapping = map_layer_ids(fmt, ids, n)
+    mapping = map_layer_ids(convention, ids, n)
     streams: dict[str, StreamClaim] = {}
     aux_slices = slices
     if fmt == SPECULATORS and ids[-1] == n:
@@ -150,10 +159,14 @@ def plan_import(
                                   f"speculators slice {slices - 1}: layer id {n}, the pre-norm final state")
     if aux_slices:
         streams["aux"] = _claim(first.aux, mapping.hf_indices[:aux_slices], hidden, n, mapping.final_norm,
-                                ROLE_DRAFTER_INPUT, f"{fmt} layer ids {ids[:aux_slices]} ({ids_source}): {mapping.rule}")
+                                ROLE_DRAFTER_INPUT, f"{convention} layer ids {ids[:aux_slices]} ({ids_source}): {mapping.rule}")
     if fmt == SPECFORGE and first.final is not None:
         streams["final"] = _claim(first.final, (n,), hidden, n, FINAL_NORM_POST, ROLE_FINAL,
                                   "SpecForge hidden_state: the post-norm final state SGLang returns")
+    if fmt == MODELOPT:
+        notes.append(f"Model-Optimizer backend: {convention} ({'told from how the files store the final state' if told else 'as given'})")
+        streams["final"] = _claim(first.final, (n,), hidden, n, mapping.final_norm, ROLE_FINAL,
+                                  f"Model-Optimizer hidden_states ({convention}): the final state, {mapping.final_norm}")
     return ImportPlan(fmt, files, n, hidden, tuple(ids), tuple(mapping.hf_indices), mapping.rule, streams,
                       aux_slices, slices * hidden, notes, first.storage)
 
@@ -222,7 +235,13 @@ def provenance_of(plan: ImportPlan, source, target_config) -> Provenance:
 
 
 def read_sample(fmt: str, path: str, mmap: bool = True) -> ForeignSample:
-    sample = speculators.read(path) if fmt == SPECULATORS else specforge.read(path, fmt, mmap=mmap)
+    if fmt == MODELOPT:
+        sample = modelopt.read(path, mmap=mmap, strict=False)
+        if len(sample.aux) != len(sample.token_ids) or len(sample.final) != len(sample.token_ids):
+            raise BadInput(f"{path}: the states hold {len(sample.aux)} and {len(sample.final)} rows but input_ids "
+                           f"holds {len(sample.token_ids)} tokens")
+    else:
+        sample = speculators.read(path) if fmt == SPECULATORS else specforge.read(path, fmt, mmap=mmap)
     if len(sample.token_ids) == 0:
         raise BadInput(f"{path}: holds no tokens (its token ids are empty); remove the file or capture it again")
     return sample
@@ -237,7 +256,7 @@ def plan_samples(plan: ImportPlan, names: "SampleNames", progress: bool,
     token ids of each file are appended to ``kept_tokens`` when it is given."""
     from tqdm.auto import tqdm
 
-    reader = speculators.read_tokens if plan.format == SPECULATORS else specforge.read_tokens
+    reader = {SPECULATORS: speculators.read_tokens, MODELOPT: modelopt.read_tokens}.get(plan.format, specforge.read_tokens)
     out, seen = [], {}
     for path in tqdm(plan.files, desc=f"plan {plan.format}", unit="file", disable=not progress):
         tokens, mask = reader(path)
