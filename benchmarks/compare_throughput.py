@@ -88,6 +88,7 @@ tree = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(alignprob
 slices = {f"{s.serve_stream}/{m.label}": {"cosine_mean": m.cosine_mean, "rel_rms": m.rel_rms, "tokens": m.tokens,
           "cosine_mean_se": m.cosine_mean_se, "rel_rms_se": m.rel_rms_se} for s in result.streams for m in s.slices}
 print(json.dumps({"seconds": seconds, "peak_mb": peak_rss_mb(), "verdict": result.verdict, "slices": slices, "tree": tree,
+                  "device": result.options.get("device"),
                   "samples": result.tokens.compared_samples,
                   "multiplier": result.options.get("interval_multiplier")}))
 """
@@ -187,47 +188,67 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
 }
 
 
-def throughput(sizes: list[float], folder: str, cache: str, repeats: int, variants: list[str],
+def throughput(sizes: list[float], folder: str, caches: list[str], repeats: int, variants: list[str],
                trees: dict[str, str] | None = None) -> None:
-    """``trees``: name -> checkout: each library variant runs once per tree (named variant@tree)."""
+    """``trees``: name -> checkout: each library variant runs once per tree (named variant@tree).
+    ``caches``: cold and / or warm, each measured on the same pair (written once per size)."""
     width = max([8] + [len(f"{v}@{t}") for v in variants for t in (trees or {})])
-    print(f"{'GB/dump':>7s} {'reader':{width}s} {'seconds':>8s} {'GB/s':>6s} {'vs raw':>7s} {'peak RSS':>9s}"
-          + (f" {'median s':>8s}" if repeats > 1 else ""))
+    print(f"{'GB/dump':>7s} {'cache':5s} {'reader':{width}s} {'seconds':>8s} {'GB/s':>6s} {'vs raw':>7s} {'peak RSS':>9s}"
+          + (f" {'median s':>8s}" if repeats > 1 else "") + "  device")
     runners = [(name, None) for name in variants] if not trees else [
         (f"{name}@{tree}", path) for tree, path in trees.items() for name in variants]
     for gb in sizes:
         train, serve = os.path.join(folder, f"train-{gb:g}.h5"), os.path.join(folder, f"serve-{gb:g}.h5")
         facts = write_pair(train, serve, tokens_for(gb))
-        total_bytes = None
-        runs: dict[str, list[dict]] = {"raw": []} | {label: [] for label, _ in runners}
-        for _ in range(repeats):
-            _prepare([train, serve], cache)
-            raw = run_child(RAW_CHILD, train, serve)
-            total_bytes = raw["bytes"]
-            runs["raw"].append(raw)
-            for label, tree in runners:
-                name = label.split("@")[0]
-                repo = {"tree": os.path.abspath(tree)} if tree else {}
-                _prepare([train, serve], cache)
-                if name == "cli":
-                    runs[label].append(run_child(CLI_CHILD, train, serve, os.path.join(folder, "result.json"), **repo))
-                else:
-                    kwargs, settings = VARIANTS[name]
-                    r = run_child(LIBRARY_CHILD, train, serve, json.dumps(kwargs), json.dumps(settings), **repo)
-                    if tree and os.path.realpath(r["tree"]) != os.path.realpath(tree):
-                        raise SystemExit(f"--trees {label}: alignprobe was imported from {r['tree']}, not {tree}")
-                    runs[label].append(r)
-        best = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
-        raw_rate = total_bytes / best["raw"]["seconds"]
-        for name, r in best.items():
-            rate = total_bytes / r["seconds"]
-            peak = max(x["peak_mb"] for x in runs[name])
-            median = statistics.median(x["seconds"] for x in runs[name])
-            print(f"{gb:7g} {name:{width}s} {r['seconds']:8.2f} {rate / 1e9:6.2f} {rate / raw_rate:6.2f}x {peak:7.0f}MB"
-                  + (f" {median:8.2f}" if repeats > 1 else ""), flush=True)
+        for cache in caches:
+            _measure_pair(gb, train, serve, cache, repeats, runners, folder, width)
         print(f"        ({facts['tokens']} tokens, {facts['samples']} samples a dump, pair written in {facts['seconds']:.0f} s)")
         for p in (train, serve):
             os.remove(p)
+
+
+def _measure_pair(gb, train, serve, cache, repeats, runners, folder, width) -> None:
+    total_bytes = None
+    runs: dict[str, list[dict]] = {"raw": []} | {label: [] for label, _ in runners}
+    for _ in range(repeats):
+        _prepare([train, serve], cache)
+        raw = run_child(RAW_CHILD, train, serve)
+        total_bytes = raw["bytes"]
+        runs["raw"].append(raw)
+        for label, tree in runners:
+            name = label.split("@")[0]
+            repo = {"tree": os.path.abspath(tree)} if tree else {}
+            _prepare([train, serve], cache)
+            if name == "cli":
+                runs[label].append(run_child(CLI_CHILD, train, serve, os.path.join(folder, "result.json"), **repo))
+            else:
+                kwargs, settings = VARIANTS[name]
+                r = run_child(LIBRARY_CHILD, train, serve, json.dumps(kwargs), json.dumps(settings), **repo)
+                if tree and os.path.realpath(r["tree"]) != os.path.realpath(tree):
+                    raise SystemExit(f"--trees {label}: alignprobe was imported from {r['tree']}, not {tree}")
+                runs[label].append(r)
+    best = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
+    raw_rate = total_bytes / best["raw"]["seconds"]
+    for name, r in best.items():
+        rate = total_bytes / r["seconds"]
+        peak = max(x["peak_mb"] for x in runs[name])
+        median = statistics.median(x["seconds"] for x in runs[name])
+        print(f"{gb:7g} {cache:5s} {name:{width}s} {r['seconds']:8.2f} {rate / 1e9:6.2f} {rate / raw_rate:6.2f}x "
+              f"{peak:7.0f}MB" + (f" {median:8.2f}" if repeats > 1 else "") + f"  {r.get('device', '')}", flush=True)
+    _same_results({name: r for name, r in best.items() if "verdict" in r})
+
+
+def _same_results(results: dict[str, dict]) -> None:
+    """Whether every compare run gave the first one's verdict and slice figures (largest relative difference)."""
+    if len(results) < 2:
+        return
+    (first, ref), *others = results.items()
+    for name, r in others:
+        worst = max((abs(m[k] - ref["slices"][s][k]) / max(abs(ref["slices"][s][k]), 1e-300)
+                     for s, m in r["slices"].items() for k in ("cosine_mean", "rel_rms")), default=0.0)
+        same = r["verdict"] == ref["verdict"] and r["slices"].keys() == ref["slices"].keys()
+        print(f"        {name} against {first}: verdict {'same' if same else 'DIFFERENT'} ({r['verdict']}), "
+              f"slices' cosine_mean / rel_rms within {worst:.1e} (relative)")
 
 
 def profile(sizes: list[float], folder: str, cache: str) -> None:
@@ -343,7 +364,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1,2", help="GB per dump, comma separated")
     p.add_argument("--dir", default=None)
-    p.add_argument("--cache", choices=["cold", "warm"], default="cold")
+    p.add_argument("--cache", default="cold", help="cold, warm or cold,warm (each on the same pair)")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--variants", default="library,lib_seq,lib_1t,cli",
                    help=f"comma separated, of {', '.join([*VARIANTS, 'cli'])} (raw always runs)")
@@ -369,7 +390,7 @@ def main() -> None:
             mapping_cost(args.mapping_gb, folder, args.cache, args.devices.split(","))
         else:
             trees = dict(t.split("=", 1) for t in args.trees.split(",")) if args.trees else None
-            throughput([float(s) for s in args.sizes.split(",")], folder, args.cache, args.repeats, args.variants.split(","),
+            throughput([float(s) for s in args.sizes.split(",")], folder, args.cache.split(","), args.repeats, args.variants.split(","),
                        trees)
     finally:
         if not args.dir:
