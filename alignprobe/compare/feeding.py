@@ -10,6 +10,7 @@ their reads twice: h5py reads one call at a time (benchmarks/README.md, the prof
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 from typing import Callable
 
 from alignprobe.compare.mapping import MappingRequest, MappingSums, read_into, sample_rows, train_candidates
@@ -52,7 +53,7 @@ def run_searches(train: Dump, serve: Dump, plans: list[StreamPlan], searches: li
     fed = [m for m in searches if m.serve_streams <= pass_serve and m.train_streams <= pass_train]
     own = [m for m in searches if m not in fed]
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-mapping") as pool:
-        reading = pool.submit(lambda: [read_into(m, train, serve) for m in own])
+        reading = pool.submit(_read_all, own, train, serve)
         try:
             out = streaming_pass(fed)
         finally:
@@ -60,6 +61,10 @@ def run_searches(train: Dump, serve: Dump, plans: list[StreamPlan], searches: li
     found: dict[str, MappingSearch] = {ms.serve_stream: ms for m in searches for ms in m.results(serve, tie_cosine)}
     return out, found
 
+
+def _read_all(searches: list[MappingSums], train: Dump, serve: Dump) -> None:
+    for search in searches:
+        read_into(search, train, serve)
 
 def window_pieces(search: MappingSums, v0: int, t0: int, n: int) -> list[tuple[int, int]]:
     """The train rows ``[first, last)`` of ``search``'s windows that a block of ``n`` rows holds
@@ -76,6 +81,8 @@ def feed(search: MappingSums, pieces: list[tuple[int, int]], served: dict, train
     """Give ``search`` the ``pieces`` (train rows) of a block whose train rows start at ``t0``."""
     for first, last in pieces:
         rows = slice(first - t0, last - t0)
-        search.add(lambda s, cols, rows=rows: served[s][rows][:, cols], lambda s, cols, rows=rows: trained[s][rows][:, cols])
+        search.add(functools.partial(_block_rows, served, rows), functools.partial(_block_rows, trained, rows))
 
 
+def _block_rows(block: dict, rows: slice, stream: str, cols: slice):
+    return block[stream][rows][:, cols]

@@ -12,6 +12,7 @@ weights are near 1) the norm ratio closest to 1 decides.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Callable, Iterator
 
@@ -85,6 +86,11 @@ def sample_rows(segments: list[Segment], tokens: int, windows: int = WINDOWS) ->
 def _read(dump: Dump, stream: str, ranges, kernels: Kernels, columns: slice | None = None):
     raw = np.concatenate([dump.read_raw(stream, a, b, columns) for a, b in ranges])
     return kernels.load(raw, dump.encoding(stream))
+
+
+def _read_ranges(dump: Dump, ranges, kernels: Kernels, stream: str, columns: slice):
+    """:func:`_read` with the rows bound first: what MappingSums.add asks of a block."""
+    return _read(dump, stream, ranges, kernels, columns)
 
 
 GROUP_ROWS = 256  # sampled rows scored at once: one slice of them is ~7 MB at H = 7168
@@ -189,8 +195,8 @@ def read_into(sums: MappingSums, train: Dump, serve: Dump) -> None:
     group_rows = max(16, min(GROUP_ROWS, GROUP_BYTES // (4 * max(1, sum(sums.widths)) * sums.hidden_size)))
     for train_ranges, serve_ranges in _groups(sums.sampled, group_rows) if sums.serve_streams else ():
         sums.add(
-            lambda stream, cols, serve_ranges=serve_ranges: _read(serve, stream, serve_ranges, sums.kernels, cols),
-            lambda stream, cols, train_ranges=train_ranges: _read(train, stream, train_ranges, sums.kernels, cols),
+            functools.partial(_read_ranges, serve, serve_ranges, sums.kernels),
+            functools.partial(_read_ranges, train, train_ranges, sums.kernels),
         )
 
 

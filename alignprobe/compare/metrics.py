@@ -141,17 +141,18 @@ class SliceAccumulator:
         self.bucket_aa += np.bincount(bucket, weights=aa, minlength=nb)
         self.bucket_bb += np.bincount(bucket, weights=bb, minlength=nb)
         self.bucket_dd += np.bincount(bucket, weights=dd, minlength=nb)
-        if self.per_sample is not None:
-            self._add_per_sample(samples, cos, aa, dd)
+        if self.per_sample is not None and samples is not None:
+            self._add_per_sample(self.per_sample, samples, cos, aa, dd)
         self._keep_sample(cos)
         return left_out
 
-    def _add_per_sample(self, samples: np.ndarray, cos: np.ndarray, aa: np.ndarray, dd: np.ndarray) -> None:
+    @staticmethod
+    def _add_per_sample(per_sample: np.ndarray, samples: np.ndarray, cos: np.ndarray, aa: np.ndarray, dd: np.ndarray) -> None:
         # A block spans a few consecutive samples: count over that range only, not over all samples.
         first, last = int(samples.min()), int(samples.max())
         local = samples - first
         span = last - first + 1
-        into = self.per_sample[:, first : last + 1]
+        into = per_sample[:, first : last + 1]
         into[0] += np.bincount(local, minlength=span)
         into[1] += np.bincount(local, weights=cos, minlength=span)
         into[2] += np.bincount(local, weights=aa, minlength=span)

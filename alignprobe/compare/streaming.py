@@ -7,7 +7,7 @@ import collections
 import concurrent.futures
 import dataclasses
 import functools
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -58,7 +58,7 @@ def measure(
     block_bytes: int,
     kernels: Kernels,
     population: int | None = None,
-    mapping: list[MappingSums] = (),
+    mapping: Sequence[MappingSums] = (),
     progress: Callable[[int, int], None] | None = None,
     nonfinite: NonfiniteWhere | None = None,
     explain_feed: Callable[[dict, dict, int, int, int], None] | None = None,
@@ -148,7 +148,7 @@ def measure(
                     claim = train.streams[p.train_stream]
                     flagged.append(FlaggedPair(p.plan.serve_stream, p.serve_slice, claim.slice_label(p.train_slice),
                                                claim.hf_indices[p.train_slice], t, left_out))
-            if flagged:
+            if flagged and nonfinite is not None:
                 nonfinite.add_block(v0, pos, flagged)
             if progress is not None:
                 rows_done += len(pos)
@@ -180,7 +180,7 @@ def measure(
                     serve_slice=p.serve_slice,
                     serve_hf_index=serve_hf,
                     **p.acc.summary(),
-                    **(p.acc.standard_errors(population) if per_sample else {}),
+                    **(p.acc.standard_errors(population) if per_sample and population is not None else {}),
                 )
             )
         out.append(comparison)

@@ -327,7 +327,14 @@ def scores(predicted: np.ndarray, actual: np.ndarray, fit_mask: np.ndarray) -> t
     return RowFit.of(predicted, actual).scores(fit_mask)
 
 
-def scored(name: str, complexity: int, rows: ExplainRows, predicted: np.ndarray | None, actual: np.ndarray | None,
+class ScoredRows(Protocol):
+    """What :func:`scored` reads of the rows: which are fitted, and the tolerance."""
+
+    fit: np.ndarray
+    tolerance: float
+
+
+def scored(name: str, complexity: int, rows: ScoredRows, predicted: np.ndarray | None, actual: np.ndarray | None,
            params: dict, summary: str, *, fit_mask: np.ndarray | None = None, tolerance: float | None = None,
            measured: tuple[float, float, float] | None = None) -> ExplanationFit:
     """An ExplanationFit from predictions on every row: fitted on ``rows.fit`` (or ``fit_mask``, one
@@ -336,7 +343,10 @@ def scored(name: str, complexity: int, rows: ExplainRows, predicted: np.ndarray 
     fit_mask = rows.fit if fit_mask is None else fit_mask
     held = ~fit_mask
     limit = rows.tolerance if tolerance is None else tolerance
-    held_rms, held_cosine, fit_rms = scores(predicted, actual, fit_mask) if measured is None else measured
+    if measured is None:
+        assert predicted is not None and actual is not None  # one of the two is given
+        measured = scores(predicted, actual, fit_mask)
+    held_rms, held_cosine, fit_rms = measured
     return ExplanationFit(
         name=name,
         complexity=complexity,

@@ -17,6 +17,7 @@ import numpy as np
 
 from alignprobe.compare.explain.base import ExplainRows, Explanation, Named, Naming, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
+from alignprobe.findings.severity import Severity
 
 
 def _unit_rms(x: np.ndarray) -> np.ndarray:
@@ -66,7 +67,7 @@ class ChannelScale(Explanation):
     def names(self, group: list, naming: Naming) -> Named:
         if all(e.winner.params.get("hf_index") == naming.num_layers for e in group):
             # an EAGLE-3 drafter reads the aux concat, never this state
-            severity = "info" if naming.drafter_reads_aux and naming.role == "final" else None
+            severity: Severity | None = "info" if naming.drafter_reads_aux and naming.role == "final" else None
             return Named("final_norm_mismatch", FINAL_NORM_FIX, severity=severity)
         return Named(self.code, self.fix)
 

@@ -61,7 +61,7 @@ class DisplacedRows(Explanation):
             table = np.full(int(rows.position[theirs].max()) + 1, -1, dtype=np.int64)
             table[rows.position[theirs]] = theirs
             lookup[t] = table
-        source: dict[int, tuple[int, int]] = {}  # fit run -> (source sample, offset)
+        source: dict[int, tuple[int, int, float]] = {}  # fit run -> (source sample, offset, error)
         for s, mine in members.items():
             fit_rows = mine[rows.fit[mine]]
             if not len(fit_rows):
@@ -139,7 +139,7 @@ class DisplacedRows(Explanation):
         other = sorted({rows.sample_ids[t] for r, (t, o) in moved.items()
                         if t != int(rows.sample[np.flatnonzero(run == r)[0]])})
         within = not other
-        shifts: dict[str, list[int]] = {}
+        shifts: dict[str, list[int | None]] = {}
         for r, (t, o) in sorted(moved.items()):
             s = int(rows.sample[np.flatnonzero(run == r)[0]])
             shifts.setdefault(rows.sample_ids[s], []).append(o if t == s else None)

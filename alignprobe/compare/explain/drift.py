@@ -64,6 +64,7 @@ EXPLANATION = Drift()
 def signature(rows: ExplainRows, j: int) -> dict:
     """Where the error of slice j sits: by position, by depth across the stream, and the dtypes."""
     key = rows.expected[j]
+    assert key is not None  # drift is fitted to a slice with an expected layer
     as_is = rows.as_is_rows(key, j)  # every score below is of this prediction, on some of its rows
     out: dict = {"signature": []}
     early = (rows.position >= EARLY[0]) & (rows.position < EARLY[1])

@@ -62,10 +62,11 @@ class ForeignRows(Explanation):
             source_rows = _source_rows(rows, [t for t, _ in tried], [flat for _, flat in tried], chosen_on, lengths)
             # each candidate's squared error summed over its own (rows x channels), as one np.sum of it
             errors = ((ca[source_rows] - cb[chosen_on]) ** 2).reshape(len(tried), -1).sum(axis=1)
-            best = None
+            best: tuple[float, int, bool] | None = None
             for error, (t, flat) in zip(errors.tolist(), tried):
                 if best is None or error < best[0] * (1 - 1e-9):
                     best = (error, t, flat)
+            assert best is not None  # at least the flat reading is tried
             sources[int(s)] = best[1]
             # the fit rows decide the reading only if some of them lie past the source's end
             decides = bool(np.any(rows.position[chosen_on] >= lengths[best[1]]))
@@ -76,7 +77,8 @@ class ForeignRows(Explanation):
         usual = bool(told) and 2 * sum(told) > len(told)
         guessed_from = np.full(len(b), -1)  # each row's train row in the guess (-1: none, a zero guess)
         for s, t in sources.items():
-            flat = usual if readings[s] is None else readings[s]
+            reading = readings[s]
+            flat = usual if reading is None else reading
             if flat and t != s:
                 flattened.append(rows.sample_ids[s])
             mine = np.flatnonzero(rows.sample == s)

@@ -26,6 +26,7 @@ from alignprobe.compare.diagnoses.engine_fix import offset_fix
 from alignprobe.compare.explain.base import (ExplainRows, Explanation, Named, Naming, RowFit, choice_columns, evidence_of,
                                              rel_rms, scored)
 from alignprobe.compare.result import ExplanationFit
+from alignprobe.findings.severity import Severity
 
 
 WRONG_TAPS_FIX = ("Set the engine's aux layer ids to the ones the drafter was trained on, in the drafter config "
@@ -59,7 +60,7 @@ class IndexOffset(Explanation):
                      f"({explained[-1].label}); compared with the one it equals")
             fix = ("Nothing to fix when the drafter does not read this state; otherwise capture both sides at the "
                    "same side of the final norm.")
-            severity = "info" if naming.drafter_reads_aux and naming.role == "final" else None
+            severity: Severity | None = "info" if naming.drafter_reads_aux and naming.role == "final" else None
             return Named("final_norm_mismatch", fix, severity=severity, title=title, evidence=evidence)
         if len(shifts) == 1 and len(group) == len(explained):
             shift = shifts.pop()

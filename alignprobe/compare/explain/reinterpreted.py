@@ -47,7 +47,7 @@ class Reinterpreted(Explanation):
         if pair is None:
             return None
         key, a, b = pair
-        best = None
+        best: tuple[float, str, np.ndarray] | None = None
         for reading, read in READINGS.items():
             # the bits are those of the values as stored, whatever power of two the rows were scaled by
             predicted = read(a / np.float32(rows.value_scale))
@@ -59,6 +59,7 @@ class Reinterpreted(Explanation):
             fit_error = float(np.sum((predicted[rows.fit] - b[rows.fit]) ** 2, dtype=np.float64))
             if best is None or fit_error < best[0]:  # the reading is chosen on the fit rows
                 best = (fit_error, reading, predicted)
+        assert best is not None  # READINGS is not empty
         _, reading, predicted = best
         return scored(self.name, self.complexity, rows, predicted, b, {"reading": reading, "hf_index": key[0]},
                       f"serve = train {rows.label(key)} with its {reading}")

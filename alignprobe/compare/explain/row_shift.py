@@ -39,9 +39,9 @@ class RowShift(Explanation):
             usable = (source >= 0) & rows.fit
             if usable.sum() < 8:
                 continue
-            error = rel_rms(ca[source[usable]], cb[usable], cb_squares[usable])
-            if best is None or error < best[0]:
-                best = (error, shift, source)
+            shift_error = rel_rms(ca[source[usable]], cb[usable], cb_squares[usable])
+            if best is None or shift_error < best[0]:
+                best = (shift_error, shift, source)
         if best is None:
             return None
         _, shift, source = best
