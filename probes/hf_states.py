@@ -16,6 +16,7 @@ state lies on the device of the layer that produced it.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Iterable
 
 import torch
@@ -69,18 +70,23 @@ def forward_states(
     wanted = set(range(n + 1) if keep is None else keep)
     captured: dict[int, torch.Tensor] = {}
     pre: dict[str, torch.Tensor] = {}
+    # Hooks belong to the module, not the call: a forward of the same model on another thread (a
+    # server answering requests side by side) runs them too, and must not fill this call's states.
+    mine = threading.get_ident()
 
     def keep_input(index: int):
         def hook(_module, args, kwargs) -> None:
             # Must return None: a pre-hook's return value would replace the layer's inputs.
-            captured.setdefault(index, args[0] if args else kwargs["hidden_states"])
+            if threading.get_ident() == mine:
+                captured.setdefault(index, args[0] if args else kwargs["hidden_states"])
         return hook
 
     def keep_norm(_module, inputs, output) -> None:
         # Must return None: a forward hook's return value replaces the module's output, and
         # returning the input would silently skip the final norm.
-        pre.setdefault("pre", inputs[0])
-        captured.setdefault(n, output)
+        if threading.get_ident() == mine:
+            pre.setdefault("pre", inputs[0])
+            captured.setdefault(n, output)
 
     handles = [layers[k].register_forward_pre_hook(keep_input(k), with_kwargs=True) for k in sorted(wanted) if k < n]
     handles.append(final_norm_module(model).register_forward_hook(keep_norm))
