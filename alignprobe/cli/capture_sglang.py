@@ -7,7 +7,7 @@ import click
 from alignprobe.cli.capture import capture, parse_layer_list
 from alignprobe.cli.options import NUM_LAYERS, SECONDS
 from alignprobe.errors import BadInput
-from alignprobe.safe_paths import input_file, output_file, refuse_overlap
+from alignprobe.safe_paths import input_file, input_path, output_file, refuse_overlap
 
 
 @capture.command("sglang")
@@ -15,7 +15,8 @@ from alignprobe.safe_paths import input_file, output_file, refuse_overlap
 @click.option("--engine-model", default=None, type=click.Path(),
               help="Instead of --url: run sglang.Engine offline on this model (needs sglang installed).")
 @click.option("--tokens-from", default=None, type=click.Path(),
-              help="A dump (e.g. the train capture) whose sample ids and token ids to replay.")
+              help="A dump (e.g. the train capture) or a SpecForge / speculators folder whose sample ids and token ids to replay "
+                   "(a folder needs --num-layers).")
 @click.option("--prompts", "prompts_path", default=None, type=click.Path(), help="Or a JSONL of input_ids lines.")
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
 @click.option("--layer-ids", default=None,
@@ -52,7 +53,7 @@ def capture_sglang_command(url, engine_model, tokens_from, prompts_path, out_pat
     if (tokens_from is None) == (prompts_path is None):
         raise BadInput("give exactly one of --tokens-from DUMP or --prompts JSONL")
     refuse_overlap({"--out": output_file(out_path, "--out")},
-                   {"--tokens-from": tokens_from and input_file(tokens_from, "dump"),
+                   {"--tokens-from": tokens_from and input_path(tokens_from, "dump or training-set folder"),
                     "--prompts": prompts_path and input_file(prompts_path, "prompt file"), "--engine-model": engine_model})
     ids = parse_layer_list(layer_ids, "--layer-ids")
     if isinstance(ids, str):
