@@ -38,3 +38,11 @@ def test_info_findings_alone_give_no_fix_box(tmp_path):
     result = drifted(tmp_path)
     result.findings = [f for f in result.findings if f.severity == "info"]
     assert fixes_html(result) == ""
+
+
+def test_a_sentence_under_two_evidence_keys_is_shown_once():
+    from alignprobe.report.evidence import evidence_html
+
+    text = "SGLang adds +1 to explicitly configured layer ids"
+    page = evidence_html({"conventions": text, "convention": text, "shift": 1, "basis": "measured"})
+    assert page.count(text) == 1 and "shift" in page and "measured" in page
