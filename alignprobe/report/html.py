@@ -183,7 +183,7 @@ def fixes_html(result: CompareResult) -> str:
     for f in result.findings:
         fix = render.fix(f)
         if f.severity in ("error", "warn") and fix:
-            where = render.where(f)
+            where = render.where(f).strip()
             items.append(f"<li><b>{escape(f.code)}</b>{' ' + escape(where) if where else ''}: {escape(fix)}</li>")
     if not items:
         return ""
