@@ -166,6 +166,8 @@ def capture_hf(
     if not isinstance(batch_size, int) or batch_size < 1:
         raise BadInput(f"batch size must be a positive integer, got {batch_size!r}")
     torch_dtype = parse_dtype(dtype)
+    if (device is not None or torch_dtype is not None) and getattr(model, "hf_device_map", None):
+        raise BadInput("the model is placed by a device map: load it with the device and dtype wanted instead")
     if device is not None or torch_dtype is not None:
         model = model.to(device=device, dtype=torch_dtype)
     model.eval()
@@ -176,7 +178,8 @@ def capture_hf(
     stored_dtype = dtype_name(next(model.parameters()))
     streams = stream_claims(shape, selected, aux, stored_dtype, aux_final_norm)
     record = _provenance(model, provenance, selected, aux, batch_size, padding_side, stored_dtype)
-    model_device = next(model.parameters()).device
+    model_device = input_device(model)
+    keep = sorted({k for claim in streams.values() for k in claim.hf_indices})
 
     # Every prompt's length is known, so the dump is laid out at once and written in place (no merge).
     # The plan is the order batches are captured in, so a batch's samples are adjacent rows of the
@@ -212,7 +215,7 @@ def capture_hf(
                         [p.token_ids for p in batch], padding_side, model_device, _pad_id(model)
                     )
                     try:
-                        fs = forward_states(model, input_ids, attention_mask, position_ids)
+                        fs = forward_states(model, input_ids, attention_mask, position_ids, keep=keep)
                         states = batch_streams(fs, streams)
                     except torch.OutOfMemoryError:
                         raise BadInput(
@@ -253,8 +256,24 @@ def batch_streams(fs, streams: Mapping[str, StreamClaim]) -> dict[str, torch.Ten
     for name, claim in streams.items():
         parts = [fs.final_prenorm if k == fs.num_layers and claim.final_norm == FINAL_NORM_PRE else fs.hf[k]
                  for k in claim.hf_indices]
-        out[name] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+        # Under a device map the parts lie on the devices of their layers: joined on the first one's.
+        out[name] = parts[0] if len(parts) == 1 else torch.cat([t.to(parts[0].device) for t in parts], dim=-1)
     return out
+
+
+def input_device(model) -> torch.device:
+    """Where the token ids go: the embedding's execution device. Under an accelerate device map whose
+    embedding is offloaded (``cpu``/``disk``) that is the map's first GPU, where the hooks run it."""
+    device_map = getattr(model, "hf_device_map", None)
+    if isinstance(device_map, dict) and device_map:
+        gpus = [d for d in device_map.values() if isinstance(d, int) or (isinstance(d, str) and d.startswith("cuda"))]
+        for key, where in device_map.items():
+            if key == "" or "embed" in key:
+                if where in ("cpu", "disk"):
+                    break
+                return torch.device(f"cuda:{where}" if isinstance(where, int) else where)
+        return torch.device(f"cuda:{gpus[0]}" if gpus and isinstance(gpus[0], int) else (gpus[0] if gpus else "cpu"))
+    return model.get_input_embeddings().weight.device
 
 
 def load_hf_model(
@@ -264,11 +283,19 @@ def load_hf_model(
     *,
     trust_remote_code: bool = False,
     quiet: bool = False,
+    device_map: str | None = None,
+    max_memory: Mapping[int | str, str] | None = None,
+    offload_folder: str | os.PathLike | None = None,
 ):
     """Load a local transformers model directory: ``(model, tokenizer or None)``, in eval mode.
 
     ``trust_remote_code`` runs the directory's own modeling code (some Kimi checkpoints need it):
     off unless asked, as it executes code from the checkpoint. ``quiet``: no weight-loading bar.
+    ``device_map`` (``auto``, ``balanced``, ``balanced_low_0``, ``sequential``) spreads the layers over
+    the GPUs of this host through accelerate, ``max_memory`` caps each device (``{0: "120GiB",
+    "cpu": "400GiB"}``), and what does not fit runs from host memory or ``offload_folder``, each
+    layer's weights brought to its GPU when it runs. A quantized checkpoint (its config's
+    ``quantization_config``: FP8 block, compressed-tensors) loads the way transformers loads it.
     Whatever transformers raises on a damaged folder (a truncated safetensors file, a junk
     pytorch_model.bin, a config of the wrong types or sizes) is one line naming the folder.
     """
@@ -276,12 +303,15 @@ def load_hf_model(
     transformers = _import_transformers()
     local_model_dir(path)
     torch_dtype = parse_dtype(dtype)
+    if device_map is not None and device is not None:
+        raise BadInput("give --device or --device-map, not both: a device map places every layer itself")
     target = checked_device(device) if device is not None else None
+    placement = _placement(device_map, max_memory, offload_folder)
     _quiet_transformers(transformers, quiet)
     with engine_failure("transformers", f"loading the model in {path}",
                         "check the folder holds a complete, matching config.json and weights"):
         model = transformers.AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch_dtype, local_files_only=True, trust_remote_code=trust_remote_code
+            path, dtype=torch_dtype, local_files_only=True, trust_remote_code=trust_remote_code, **placement
         )
     if target is not None:
         with engine_failure("torch", f"moving the model to {device}"):
@@ -307,6 +337,45 @@ def local_model_dir(path: str | os.PathLike) -> str:
 
 
 # -- plumbing ------------------------------------------------------------------------------------
+
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential", "cpu")
+
+
+def _placement(device_map, max_memory, offload_folder) -> dict[str, Any]:
+    """from_pretrained's placement keywords, checked: accelerate must be importable for a device map."""
+    if device_map is None:
+        if max_memory or offload_folder:
+            raise BadInput("--max-memory and --offload-folder need --device-map")
+        return {}
+    if device_map not in DEVICE_MAPS:
+        raise BadInput(f"--device-map {device_map!r} is not one of {', '.join(DEVICE_MAPS)}")
+    try:
+        import accelerate  # noqa: F401
+    except ImportError:
+        raise BadInput("--device-map needs accelerate: pip install 'alignprobe[hf]'") from None
+    placement: dict[str, Any] = {"device_map": device_map}
+    if max_memory:
+        placement["max_memory"] = dict(max_memory)
+    if offload_folder is not None:
+        placement["offload_folder"] = os.fspath(offload_folder)
+    return placement
+
+
+def parse_max_memory(text: str | None) -> dict[int | str, str] | None:
+    """``"0=120GiB,1=120GiB,cpu=400GiB"`` -> ``{0: "120GiB", 1: "120GiB", "cpu": "400GiB"}``."""
+    if not text:
+        return None
+    out: dict[int | str, str] = {}
+    for part in text.split(","):
+        key, sep, size = part.strip().partition("=")
+        key, size = key.strip(), size.strip()
+        if not sep or not key or not size or not (key.isdigit() or key in ("cpu", "disk")):
+            raise BadInput(f"--max-memory {text!r}: give DEVICE=SIZE pairs, e.g. 0=120GiB,cpu=400GiB "
+                           "(DEVICE a GPU index, cpu or disk)")
+        if not size[0].isdigit():
+            raise BadInput(f"--max-memory {text!r}: {size!r} is not a size like 120GiB")
+        out[int(key) if key.isdigit() else key] = size
+    return out
 
 
 def _check_layer_count(path: str) -> None:
@@ -394,12 +463,18 @@ def _provenance(model, given, selected, aux, batch_size, padding_side, stored_dt
         "aux_layers": list(aux),
         "batch_size": batch_size,
         "padding_side": padding_side,
-        "device": str(next(model.parameters()).device),
+        "device": str(input_device(model)),
         "architecture": type(model).__name__,
         # 0 for a dense model: compare names isolated token outliers as MoE routing flips only where
         # the model routes (compare/diagnoses/numeric.py flips_only)
         "routed_experts": _routed_experts(config),
     }
+    if getattr(model, "hf_device_map", None):
+        # how many modules each device holds: where the weights lay is part of how the states were made
+        placed: dict[str, int] = {}
+        for where in model.hf_device_map.values():
+            placed[str(where)] = placed.get(str(where), 0) + 1
+        capture["device_map"] = placed
     if quant is not None:
         capture["simulated_quant"] = dataclasses.asdict(quant)
     fields: dict[str, Any] = {

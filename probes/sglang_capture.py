@@ -77,13 +77,14 @@ class PromptSource:
     hidden_size: int | None = None
 
 
-def resolve_prompts(prompts: Sequence[Prompt] | str | os.PathLike) -> PromptSource:
-    """Prompts as given, from a dump (``--tokens-from``) or from a JSONL of ``input_ids`` lines."""
+def resolve_prompts(prompts: Sequence[Prompt] | str | os.PathLike, num_layers: int | None = None) -> PromptSource:
+    """Prompts as given, from a dump or a training-set folder (``--tokens-from``) or from a JSONL of
+    ``input_ids`` lines."""
     if not isinstance(prompts, (str, os.PathLike)):
         return PromptSource(list(prompts), "given")
     path = os.fspath(prompts)
-    if _is_hdf5(path):
-        tokens = prompts_from_dump(path)
+    if _is_hdf5(path) or os.path.isdir(path):
+        tokens = prompts_from_dump(path, num_layers=num_layers)
         return PromptSource(tokens.prompts, path, tokens.num_layers, tokens.hidden_size)
     # Text and chat lines need the served model's tokenizer; token ids keep both sides identical.
     return PromptSource(load_prompts(path).prompts, path)
@@ -112,7 +113,7 @@ def capture_from_backend(
         raise BadInput(f"max_new_tokens must be 0 or 1 (a prefill), got {max_new_tokens}")
     if in_flight < 1:
         raise BadInput(f"in_flight must be 1 or more, got {in_flight}")
-    source = resolve_prompts(prompts)
+    source = resolve_prompts(prompts, num_layers)
     if not source.prompts:
         raise BadInput("no prompts to capture")
     facts = backend.server_info()

@@ -95,7 +95,7 @@ def capture_sglang_engine(
     machine: ``SGLANG_USE_CPU_ENGINE=1`` and the libcuda stub on LD_LIBRARY_PATH, .ci/engines/).
     """
     kwargs = {**ENGINE_DEFAULTS, **dict(engine_kwargs or {})}
-    source = resolve_prompts(prompts)
+    source = resolve_prompts(prompts, capture_options.get("num_layers"))
     work = tempfile.mkdtemp(prefix="alignprobe-sglang-")  # kept when the engine fails: its log is there
     request = {"model": os.fspath(model_path), "prompts": [list(map(int, p.token_ids)) for p in source.prompts],
                "engine_kwargs": kwargs, "out_dir": os.path.join(work, "rows"), "max_new_tokens": max_new_tokens,

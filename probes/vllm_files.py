@@ -186,7 +186,7 @@ def capture_vllm_files(
     files = list(from_dir) if isinstance(from_dir, (list, tuple)) else list_files(from_dir)
     if not layer_ids:
         raise BadInput("give the layer ids the server ran with (eagle_aux_hidden_state_layer_ids), e.g. 2,30,58,61")
-    dump_tokens = prompts_from_dump(tokens_from) if tokens_from is not None else None
+    dump_tokens = prompts_from_dump(tokens_from, num_layers=num_layers) if tokens_from is not None else None
     n = num_layers or (dump_tokens.num_layers if dump_tokens else None)
     if not n:
         raise BadInput("the model's layer count is unknown: pass --num-layers (or --tokens-from a dump of the model)")

@@ -38,7 +38,7 @@ def capture_sglang(
     server's (one request, its retries, requests kept in flight); ``capture_options`` go to
     :func:`alignprobe.probes.sglang_capture.capture_from_backend` (num_layers, hidden_size, arch,
     max_new_tokens, sglang_first_id_rule, resume, overwrite, progress)."""
-    from alignprobe.safe_paths import input_file, output_file, refuse_overlap
+    from alignprobe.safe_paths import input_file, input_path, output_file, refuse_overlap
 
     one_of = "give exactly one of --url (a running server) or --engine-model (offline sglang.Engine)"
     if url is not None and engine_model is not None:
@@ -48,7 +48,7 @@ def capture_sglang(
         raise BadInput("give exactly one of --tokens-from DUMP or --prompts JSONL")
     prompts = given[0]
     refuse_overlap({"--out": output_file(out_path, "--out")},
-                   {"--tokens-from": tokens_from and input_file(tokens_from, "dump"),
+                   {"--tokens-from": tokens_from and input_path(tokens_from, "dump or training-set folder"),
                     "--prompts": prompts_path and input_file(prompts_path, "prompt file"), "--engine-model": engine_model})
     ids = None if layer_ids is None else list(layer_ids)
     if url is not None:

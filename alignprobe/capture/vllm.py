@@ -39,13 +39,13 @@ def capture_vllm(
     ``capture_options`` to :func:`alignprobe.probes.vllm_files.capture_vllm_files` (num_layers,
     stream_role, resume, overwrite, progress)."""
     from alignprobe.probes.vllm_files import capture_vllm_files
-    from alignprobe.safe_paths import input_dir, input_file, output_file, refuse_overlap
+    from alignprobe.safe_paths import input_dir, input_file, input_path, output_file, refuse_overlap
 
     if sum(x is not None for x in (from_dir, url, offline_model)) != 1:
         raise BadInput("give exactly one of --from-dir, --url or --offline-model")
     refuse_overlap({"--out": output_file(out_path, "--out")},
                    {"--from-dir": from_dir and input_dir(from_dir, "connector folder"),
-                    "--tokens-from": tokens_from and input_file(tokens_from, "dump"),
+                    "--tokens-from": tokens_from and input_path(tokens_from, "dump or training-set folder"),
                     "--prompts": prompts_path and input_file(prompts_path, "prompt file"),
                     "--offline-model": offline_model, "--storage-dir": storage_dir})
     if isinstance(layer_ids, str) or not layer_ids:
@@ -54,7 +54,7 @@ def capture_vllm(
         raise BadInput("--engine-python, --dtype, --max-model-len, --enforce-eager and --engine-arg go with --offline-model")
     source, prompts, provenance = from_dir, None, None
     if from_dir is None:
-        prompts = _prompts(tokens_from, prompts_path)
+        prompts = _prompts(tokens_from, prompts_path, capture_options.get("num_layers"))
         if url is not None:
             from alignprobe.probes.vllm_drive import request_files
 
@@ -79,13 +79,13 @@ def capture_vllm(
                               provenance=provenance, **capture_options)
 
 
-def _prompts(tokens_from, prompts_path):
+def _prompts(tokens_from, prompts_path, num_layers=None):
     if (tokens_from is None) == (prompts_path is None):
         raise BadInput("give exactly one of --tokens-from DUMP or --prompts JSONL for the prompts to send")
     if tokens_from is not None:
         from alignprobe.probes.dump_prompts import prompts_from_dump
 
-        return prompts_from_dump(tokens_from).prompts
+        return prompts_from_dump(tokens_from, num_layers=num_layers).prompts
     from alignprobe.probes.prompts import load_prompts
 
     return load_prompts(prompts_path).prompts

@@ -23,6 +23,12 @@ def capture() -> None:
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
 @click.option("--dtype", default="bf16", show_default=True, help="bf16, fp16 or fp32: the dtype the model runs in.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--device-map", default=None, type=click.Choice(["auto", "balanced", "balanced_low_0", "sequential", "cpu"]),
+              help="Spread a model too big for one GPU over this host's GPUs (accelerate); replaces --device.")
+@click.option("--max-memory", default=None,
+              help="With --device-map: the most each device holds, e.g. 0=120GiB,1=120GiB,cpu=400GiB (the rest offloads).")
+@click.option("--offload-folder", default=None, type=click.Path(),
+              help="With --device-map: where weights that fit neither GPUs nor --max-memory's cpu go.")
 @click.option("--layers", default="all", show_default=True,
               help="all, eagle3, or HF indices like 2,30,58 (eagle3: no layers stream, eagle3_aux holds them).")
 @click.option("--aux-layers", default=None, help="HF indices of the EAGLE-3 training view [default: 2,N//2,N-3].")
@@ -41,15 +47,16 @@ def capture() -> None:
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--trust-remote-code", is_flag=True, help="Run the model directory's own modeling code (Kimi).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, layers, aux_layers, aux_final_norm, batch_size,
-                       padding_side,
+def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, device_map, max_memory, offload_folder, layers,
+                       aux_layers, aux_final_norm, batch_size, padding_side,
                        simulate_quant, group_size, limit, shard_tokens, resume, force, trust_remote_code, quiet) -> None:
     """Capture with transformers, as a training extractor does (all HF indices by default)."""
     from alignprobe.capture import capture_train
     from alignprobe.dump import open_dump
 
     path = capture_train(
-        model_dir, prompts_path, out_path, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
+        model_dir, prompts_path, out_path, dtype=dtype, device=None if device_map else device, device_map=device_map,
+        max_memory=max_memory, offload_folder=offload_folder, trust_remote_code=trust_remote_code,
         limit=limit, simulate_quant=simulate_quant, group_size=group_size, quiet=quiet,
         layers=parse_layer_list(layers, "--layers"), aux_layers=parse_layer_list(aux_layers, "--aux-layers"),
         aux_final_norm=aux_final_norm, batch_size=batch_size, padding_side=padding_side, resume=resume, overwrite=force, progress=not quiet,

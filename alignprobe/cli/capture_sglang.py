@@ -14,7 +14,8 @@ from alignprobe.errors import BadInput
 @click.option("--engine-model", default=None, type=click.Path(),
               help="Instead of --url: run sglang.Engine offline on this model (needs sglang installed).")
 @click.option("--tokens-from", default=None, type=click.Path(),
-              help="A dump (e.g. the train capture) whose sample ids and token ids to replay.")
+              help="A dump (e.g. the train capture) or a SpecForge / speculators folder whose sample ids and token ids to replay "
+                   "(a folder needs --num-layers).")
 @click.option("--prompts", "prompts_path", default=None, type=click.Path(), help="Or a JSONL of input_ids lines.")
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
 @click.option("--layer-ids", default=None,

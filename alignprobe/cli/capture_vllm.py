@@ -21,7 +21,8 @@ from alignprobe.cli.options import NUM_LAYERS, SECONDS
               help="The eagle_aux_hidden_state_layer_ids vLLM ran with (vLLM numbering), e.g. 2,30,58,61.")
 @click.option("--num-layers", default=None, type=NUM_LAYERS, help="Target decoder layers N (or take it from --tokens-from).")
 @click.option("--tokens-from", default=None, type=click.Path(),
-              help="A dump of the same prompts: files take its sample ids by matching token ids.")
+              help="A dump of the same prompts, or a SpecForge / speculators folder (with --num-layers): files take its "
+                   "sample ids by matching token ids.")
 @click.option("--prompts", "prompts_path", default=None, type=click.Path(),
               help="With --url/--offline-model and no --tokens-from: a JSONL of input_ids lines.")
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")

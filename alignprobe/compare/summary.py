@@ -12,7 +12,6 @@ from alignprobe.findings import render
 from alignprobe.findings.jsonable import jsonable
 
 WIDTH = 100
-MAX_EVIDENCE_CHARS = 600  # --verbose: the evidence of each finding, cut to a few lines (--json has it whole)
 MAX_ROWS = 10  # slices shown per stream: the rest are summarised, the worst always shown
 LABEL = {"error": "ERROR", "warn": "WARN ", "info": "info "}
 # ANSI colours for a terminal that takes them (the CLI decides: a tty, and NO_COLOR unset).
@@ -50,10 +49,10 @@ def format_summary(result: CompareResult, width: int = WIDTH, *, verbose: bool =
         if (f.severity != "info" or verbose) and fix:
             lines += textwrap.wrap(f"fix: {fix}", width, initial_indent="        ", subsequent_indent="             ")
         if verbose and f.evidence:
-            evidence = json.dumps(jsonable(f.evidence))
-            evidence = evidence if len(evidence) <= MAX_EVIDENCE_CHARS else evidence[: MAX_EVIDENCE_CHARS - 3] + "..."
-            lines += textwrap.wrap(f"evidence: {evidence}", width, initial_indent="        ",
-                                   subsequent_indent="                  ")
+            lines.append("        evidence:")
+            for key, value in jsonable(f.evidence).items():
+                lines += textwrap.wrap(f"{key.replace('_', ' ')}: {_evidence_value(value)}", width,
+                                       initial_indent="          ", subsequent_indent="            ")
     if not result.findings:
         lines += ["", "no findings: the serve side feeds the drafter what training used, within tolerance"]
     sampling = result.options.get("sampling")
@@ -118,7 +117,45 @@ def explanation_lines(result: CompareResult, stream: str) -> list[str]:
     for e in explained:
         runner = f", runner-up {e.runner_up.name} ({_g(e.runner_up.held_out_rel_rms)})" if e.runner_up else ""
         out.append(f"    {e.label:<14}{e.winner.name} ({_g(e.winner.held_out_rel_rms)}){runner}")
+        why = runner_up_lost(e.winner, e.runner_up) if e.runner_up else ""
+        if why:
+            out.append(f"    {'':<14}{why}")
     return out
+
+
+def runner_up_lost(winner, runner_up) -> str:
+    """Why a runner-up with the lower held-out error did not win ('' when its error is not lower):
+    the simplest explanation that fits wins, so a more complex fit must do more than fit better."""
+    if not (runner_up.held_out_rel_rms < winner.held_out_rel_rms):
+        return ""
+    if winner.fits and runner_up.complexity > winner.complexity:
+        return (f"({runner_up.name} fits better but is the more complex explanation, and {winner.name} already "
+                "fits within the tolerance: the simplest explanation that fits wins)")
+    if not runner_up.fits:
+        return f"({runner_up.name} fits better on these rows but not within the tolerance the policy allows)"
+    return f"({runner_up.name} fits better, but the selection's rules keep {winner.name} here)"
+
+
+def _evidence_value(value) -> str:
+    """A value of a finding's evidence as a reader reads it: numbers at 4 significant digits, lists and
+    records as compact JSON of such numbers, never cut (--json has the full precision)."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    if isinstance(value, (int, str)):
+        return str(value)
+    return json.dumps(_rounded(value), separators=(", ", ": "))
+
+
+def _rounded(value):
+    if isinstance(value, float) and math.isfinite(value):
+        return float(f"{value:.4g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
 
 
 def _pick(slices: list[SliceMetrics]) -> list[SliceMetrics]:

@@ -37,6 +37,7 @@ MAX_ROWS = 24  # a table longer than a screen is cut (the JSON holds every row)
 def evidence_html(evidence: Mapping[str, Any], policy: Mapping[str, Any] | None = None) -> str:
     policy = policy or {}
     scalars, tables = [], []
+    shown: set[str] = set()
     # what was found first; how it was measured (token counts, the sampling) last
     ordered = sorted(evidence.items(), key=lambda kv: kv[0] in HOW_MEASURED)
     for key, value in ordered:
@@ -47,7 +48,11 @@ def evidence_html(evidence: Mapping[str, Any], policy: Mapping[str, Any] | None 
         elif isinstance(value, Mapping) and value:
             tables.append(f'<p class="ap-ev-name">{_label(key)}</p>' + records_table([value], policy))
         else:
-            scalars.append(f'<tr><th class="l">{_label(key)}</th><td class="l">{_cell(key, value, policy, beside=True)}</td></tr>')
+            cell = _cell(key, value, policy, beside=True)
+            if isinstance(value, str) and cell in shown:
+                continue  # the same sentence under a second key (a record's conventions and convention)
+            shown.add(cell)
+            scalars.append(f'<tr><th class="l">{_label(key)}</th><td class="l">{cell}</td></tr>')
     parts = []
     if scalars:
         parts.append(f'<table class="ap ap-evidence">{"".join(scalars)}</table>')

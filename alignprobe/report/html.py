@@ -36,6 +36,8 @@ STYLE = """
 .ap-verdict { margin: 16px 0; padding: 14px 20px; border-radius: 8px; color: white; }
 .ap-verdict h1 { margin: 0; font-size: 28px; letter-spacing: 0.04em; }
 .ap-verdict p { margin: 4px 0 0; }
+.ap-todo { margin: -8px 0 16px; padding: 10px 20px; border: 1px solid #d0d7de; border-radius: 0 0 8px 8px; }
+.ap-todo li { margin: 4px 0; }
 .ap-verdict code { background: rgba(255, 255, 255, 0.18); color: white; }
 .ap-PASS { background: #1e7d32; } .ap-WARN { background: #b26a00; } .ap-FAIL { background: #b3261e; }
 .ap-finding { border-left: 5px solid #999; background: #f7f7f8; margin: 10px 0; padding: 8px 14px; border-radius: 4px; }
@@ -67,6 +69,7 @@ def render_html(result: CompareResult, figures: Iterable[tuple[str, Figure]] = (
     """The whole page; ``figures`` are ``(caption, figure)`` pairs, embedded in order."""
     body = [
         verdict_banner(result),
+        fixes_html(result),
         "<h2>Findings</h2>",
         findings_html(result.findings, policy=result.policy),
         "<h2>Tokens</h2>",
@@ -169,6 +172,22 @@ def mapping_table(search: MappingSearch) -> str:
         note += f" Training used {len(search.expected)} slices here: {escape(', '.join(search.expected))}."
     note += "</p>"
     return f'<table class="ap">{header}{"".join(rows)}</table>{note}'
+
+
+def fixes_html(result: CompareResult) -> str:
+    """What to do, right under the verdict: each error's and warning's fix with what and where it is
+    about, so the first screen answers what is wrong, which layers and what to change ('' on none)."""
+    from alignprobe.findings import render
+
+    items = []
+    for f in result.findings:
+        fix = render.fix(f)
+        if f.severity in ("error", "warn") and fix:
+            where = render.where(f).strip()
+            items.append(f"<li><b>{escape(f.code)}</b>{' ' + escape(where) if where else ''}: {escape(fix)}</li>")
+    if not items:
+        return ""
+    return f'<div class="ap-todo" data-section="fixes"><b>What to do</b><ul>{"".join(items)}</ul></div>'
 
 
 def explanations_table(result: CompareResult) -> str:

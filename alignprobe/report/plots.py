@@ -188,6 +188,9 @@ def similarity_figure(
     return fig
 
 
+HIST_DASHES = ("-", "--", "-.", ":")
+
+
 def cosine_histogram_figure(
     title: str, series: Mapping[str, tuple[Sequence[float], Sequence[float]]], tolerances: Tolerances | None = None
 ) -> Figure:
@@ -196,9 +199,12 @@ def cosine_histogram_figure(
     fig = ReportFigure(figsize=(PAGE_WIDTH_IN, 4.2), layout="constrained")
     ax = fig.subplots()
     low = 1.0
-    for label, (edges, counts) in series.items():
+    for i, (label, (edges, counts)) in enumerate(series.items()):
         edges, counts = _floats(edges), _floats(counts)
-        ax.stairs(counts, edges, label=label, lw=1.4, zorder=3)
+        # Healthy layers share one distribution, so their curves lie on each other: each is drawn
+        # thinner than the one before and with its own dash, so every one stays visible.
+        ax.stairs(counts, edges, label=label, lw=max(0.8, 3.2 - 0.6 * i), ls=HIST_DASHES[i % len(HIST_DASHES)],
+                  zorder=3 + i)
         occupied = edges[:-1][counts > 0]
         if occupied.size:
             low = min(low, float(occupied.min()))

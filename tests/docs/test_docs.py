@@ -242,8 +242,9 @@ def test_the_vllm_server_configs_in_the_docs_are_the_ones_the_capture_builds():
 
 @pytest.mark.slow
 def test_the_training_set_route_runs_as_written(tmp_path):
-    """SpecForge files of a DeepseekV3, imported; an SGLang server (EAGLE3, ids 1,2,3) replays their
-    tokens with --tokens-from; compare passes. A draft config one layer deep (3,4,5) fails."""
+    """SpecForge files of a DeepseekV3 as they lie; an SGLang server (EAGLE3, ids 1,2,3) replays their
+    tokens with --tokens-from the folder; compare of the folder and the capture passes. A draft config
+    one layer deep (3,4,5) fails."""
     import torch
 
     from fake_sglang import FakeOptions, FakeSGLang
@@ -269,15 +270,14 @@ def test_the_training_set_route_runs_as_written(tmp_path):
                              capture_output=True, text=True, timeout=300)
         return run.returncode, run.stdout + run.stderr
 
-    code, out = alignprobe("import", "specforge_out/", "--drafter-config", "drafter.json", "--num-layers", str(n),
-                           "--out", "train.h5", "--quiet")
-    assert code == 0, out
+    train = "specforge_out/rows_0-2000/"
     for draft_ids, expected in (([1, 2, 3], 0), ([3, 4, 5], 1)):
         with FakeSGLang(model, tmp_path / f"server{expected}", FakeOptions("EAGLE3", draft_ids)) as server:
-            code, out = alignprobe("capture", "sglang", "--url", server.url, "--tokens-from", "train.h5",
-                                   "--out", f"serve{expected}.h5", "--quiet")
+            code, out = alignprobe("capture", "sglang", "--url", server.url, "--tokens-from", train,
+                                   "--num-layers", str(n), "--out", f"serve{expected}.h5", "--quiet")
             assert code == 0, out
-        code, out = alignprobe("compare", "--train-dump", "train.h5", "--serve-dump", f"serve{expected}.h5")
+        code, out = alignprobe("compare", "--train-dump", train, "--train-drafter-config", "drafter.json",
+                               "--serve-dump", f"serve{expected}.h5")
         assert code == expected, out
     assert "layer_offset" in out
 

@@ -166,19 +166,25 @@ def test_bf16_capture_and_provenance_with_simulated_quant(tmp_path):
 
 
 class FailAfter(torch.nn.Module):
-    """A model that counts the samples it is run on and fails on the k-th forward (an interruption)."""
+    """A model whose decoder counts the samples it is run on and fails on the k-th forward (an interruption)."""
 
     def __init__(self, model, fail_on_call):
         super().__init__()
         self.inner, self.fail_on_call, self.calls, self.samples = model, fail_on_call, 0, 0
-        self.config, self.model = model.config, model.model
+        self.config, self.layers, self.norm = model.config, model.model.layers, model.model.norm
+
+    def get_decoder(self):
+        return self  # the capture runs the decoder alone: this forward is the one it calls
+
+    def get_input_embeddings(self):
+        return self.inner.get_input_embeddings()
 
     def forward(self, **kwargs):
         self.calls += 1
         if self.calls == self.fail_on_call:
             raise KeyboardInterrupt
         self.samples += kwargs["input_ids"].shape[0]
-        return self.inner(**kwargs)
+        return self.inner.model(**kwargs)
 
 
 class OutOfMemory(FailAfter):
@@ -385,3 +391,52 @@ def test_full_disk_is_one_line_exit_2_and_the_capture_resumes(model_dir, tmp_pat
     assert run_cli_here(*args, "--resume").exit_code == 0
     with open_dump(out) as d:
         assert d.sample_ids == ["p0", "p1", "p2", "p3"]
+
+
+def test_device_map_load_gives_the_one_device_states(model_dir, tmp_path):
+    pytest.importorskip("accelerate")
+    prompts = random_prompts(4, seed=5)
+    plain, _ = load_hf_model(model_dir, dtype="fp32", device="cpu", quiet=True)
+    # with no GPU accelerate places everything on the CPU (and sets no hf_device_map): the load path
+    # and the states are checked here, the GPU placement by benchmarks/gpu_capture_hf.py
+    mapped, _ = load_hf_model(model_dir, dtype="fp32", device_map="auto", max_memory={"cpu": "2GiB"}, quiet=True)
+    a = capture_hf(plain, prompts, tmp_path / "a.h5", layers="eagle3", progress=False)
+    b = capture_hf(mapped, prompts, tmp_path / "b.h5", layers="eagle3", progress=False)
+    with open_dump(a) as da, open_dump(b) as db:
+        for p in prompts:
+            for stream in da.streams:
+                np.testing.assert_array_equal(da.states(p.sample_id, stream), db.states(p.sample_id, stream))
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"device": "cpu", "device_map": "auto"}, "not both"),
+    ({"device_map": "everywhere"}, "not one of"),
+    ({"max_memory": {0: "1GiB"}}, "need --device-map"),
+])
+def test_placement_mistakes_are_one_line(model_dir, kwargs, words):
+    with pytest.raises(BadInput, match=words):
+        load_hf_model(model_dir, quiet=True, **kwargs)
+
+
+def test_max_memory_parses_device_size_pairs():
+    from alignprobe.probes.hf import parse_max_memory
+
+    assert parse_max_memory("0=120GiB, 1=100GiB,cpu=400GiB") == {0: "120GiB", 1: "100GiB", "cpu": "400GiB"}
+    assert parse_max_memory(None) is None
+    for bad in ("0:120GiB", "gpu=1GiB", "0=lots"):
+        with pytest.raises(BadInput):
+            parse_max_memory(bad)
+
+
+@pytest.mark.parametrize("device_map, expected", [
+    ({"model.embed_tokens": 0, "model.layers": 1, "lm_head": 1}, "cuda:0"),
+    ({"model.embed_tokens": "cpu", "model.layers.0": 1, "model.layers.1": "cpu"}, "cuda:1"),
+    ({"": "cpu"}, "cpu"),
+])
+def test_token_ids_go_to_the_embedding_execution_device(llama, device_map, expected):
+    from alignprobe.probes.hf import input_device
+
+    class Mapped:
+        hf_device_map = device_map
+
+    assert str(input_device(Mapped())) == expected

@@ -122,3 +122,12 @@ def test_tolerance_lines_are_drawn_where_the_figure_says_and_keep_a_clean_run_ca
     assert ax_rms.get_ylim()[1] > tol.fail_rel_rms
     fig.canvas.draw()
     assert not ax_cos.yaxis.get_major_formatter().get_offset()  # no "1e-6+1" above the axis
+
+
+def test_identical_histogram_curves_stay_apart():
+    from alignprobe.report.plots import cosine_histogram_figure
+
+    same = ([0.9, 0.95, 1.0], [3, 7])
+    fig = cosine_histogram_figure("t", {"HF[2]": same, "HF[4]": same, "HF[5]": same})
+    styles = {(p.get_linewidth(), str(p.get_linestyle())) for p in fig.axes[0].patches}
+    assert len(styles) == 3
