@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 import textwrap
 
 from alignprobe.compare.result import CompareResult, SliceMetrics, StreamComparison
 from alignprobe.compare.sampling import Z95
 from alignprobe.findings import render
+from alignprobe.findings.evidence_text import evidence_value
 from alignprobe.findings.jsonable import jsonable
 
 WIDTH = 100
@@ -51,7 +51,7 @@ def format_summary(result: CompareResult, width: int = WIDTH, *, verbose: bool =
         if verbose and f.evidence:
             lines.append("        evidence:")
             for key, value in jsonable(f.evidence).items():
-                lines += textwrap.wrap(f"{key.replace('_', ' ')}: {_evidence_value(value)}", width,
+                lines += textwrap.wrap(f"{key.replace('_', ' ')}: {evidence_value(value)}", width,
                                        initial_indent="          ", subsequent_indent="            ")
     if not result.findings:
         lines += ["", "no findings: the serve side feeds the drafter what training used, within tolerance"]
@@ -134,28 +134,6 @@ def runner_up_lost(winner, runner_up) -> str:
     if not runner_up.fits:
         return f"({runner_up.name} fits better on these rows but not within the tolerance the policy allows)"
     return f"({runner_up.name} fits better, but the selection's rules keep {winner.name} here)"
-
-
-def _evidence_value(value) -> str:
-    """A value of a finding's evidence as a reader reads it: numbers at 4 significant digits, lists and
-    records as compact JSON of such numbers, never cut (--json has the full precision)."""
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
-    if isinstance(value, (int, str)):
-        return str(value)
-    return json.dumps(_rounded(value), separators=(", ", ": "))
-
-
-def _rounded(value):
-    if isinstance(value, float) and math.isfinite(value):
-        return float(f"{value:.4g}")
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rounded(v) for v in value]
-    return value
 
 
 def _pick(slices: list[SliceMetrics]) -> list[SliceMetrics]:

@@ -1,7 +1,9 @@
 """A finding's evidence as small tables of labelled numbers, each compared value beside its tolerance.
 
 Evidence is a JSON-able dict (diagnoses build it): scalars become labelled rows; a list of records
-(``by_depth``, ``slices``) a table with one column per field; a nested dict a two-column table. A
+(``by_depth``, ``slices``) a table with one column per field; a nested dict a two-column table, and a
+dict inside a cell (an explanation's fitted ``params``) labelled rows of its own. Numbers read as
+findings/evidence_text.py writes them everywhere (4 significant digits, never cut). A
 column the policy has a level for (rel-RMS, cosine p1, norm ratio, margin) says the level in its
 heading, and a value past it is shaded, so "how far over" is read beside the value.
 """
@@ -12,7 +14,8 @@ import html
 import math
 from typing import Any, Mapping
 
-from alignprobe.report.format import format_number
+from alignprobe.findings.evidence_text import evidence_value
+from alignprobe.findings.jsonable import jsonable
 
 # field -> (heading, policy keys (warn, fail) or one key, which side is bad)
 LEVELS: dict[str, tuple[str, tuple[str, ...], str]] = {
@@ -36,6 +39,7 @@ MAX_ROWS = 24  # a table longer than a screen is cut (the JSON holds every row)
 
 def evidence_html(evidence: Mapping[str, Any], policy: Mapping[str, Any] | None = None) -> str:
     policy = policy or {}
+    evidence = jsonable(evidence)  # numpy scalars and arrays as the numbers and lists the formatter reads
     scalars, tables = [], []
     shown: set[str] = set()
     # what was found first; how it was measured (token counts, the sampling) last
@@ -114,11 +118,11 @@ def _cell(field: str, value: Any, policy, beside: bool = False) -> str:
     if isinstance(value, float):
         levels = tolerance_text(field, policy) if beside else ""
         return f'{_number(value)} <span class="ap-tol">({levels})</span>' if levels else _number(value)
-    if isinstance(value, (list, tuple)):
-        return html.escape(", ".join(_number(v) if isinstance(v, float) else str(v) for v in value))
-    if isinstance(value, Mapping):
-        return html.escape(", ".join(f"{k} {v}" for k, v in value.items()))
-    return html.escape(str(value))
+    if isinstance(value, Mapping) and value:
+        rows = "".join(f'<tr><th class="l">{_label(k)}</th><td class="l">{_cell(k, v, policy)}</td></tr>'
+                       for k, v in value.items())
+        return f'<table class="ap-nested">{rows}</table>'
+    return html.escape(evidence_value(value))
 
 
 def _label(key: str) -> str:
@@ -131,4 +135,4 @@ def _label(key: str) -> str:
 
 
 def _number(value: float) -> str:
-    return format_number(value, 4)
+    return html.escape(evidence_value(value))

@@ -7,17 +7,6 @@ import math
 from typing import Any
 
 
-def format_value(value: Any) -> str:
-    """Evidence values for people: floats to 4 significant digits, short lists inline, dicts as JSON."""
-    if isinstance(value, float):
-        return format_number(value, 4)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(format_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {format_value(v)}" for k, v in value.items()) + "}"
-    return str(value)
-
-
 def format_number(value: Any, digits: int) -> str:
     if isinstance(value, str):  # "inf" / "nan" as JSON stores them
         return value

@@ -55,6 +55,10 @@ table.ap-evidence td, table.ap-evidence-table td { vertical-align: top; font-var
 table.ap-evidence th { text-align: left; font-weight: 600; }
 table.ap-evidence-table th { font-size: 12px; vertical-align: bottom; }
 table.ap td.ap-past { background: #fde8e6; font-weight: 600; }
+/* a record inside a cell (an explanation's fitted params): labelled rows without the outer grid */
+table.ap table.ap-nested { border-collapse: collapse; }
+table.ap table.ap-nested th, table.ap table.ap-nested td { border: none; background: none; padding: 0 8px 0 0; text-align: left; }
+table.ap table.ap-nested th { font-weight: 600; color: #444; }
 .ap-tol { color: #666; font-weight: normal; font-size: 11px; }
 .ap-ev-name { margin: 6px 0 0; font-size: 12px; font-weight: 600; color: #444; }
 figure { margin: 18px 0; } figure img { width: 100%; height: auto; border: 1px solid #e0e0e4; }

@@ -6,7 +6,8 @@ import math
 
 from alignprobe.compare.result import CompareResult, StreamComparison
 from alignprobe.findings import render
-from alignprobe.report.format import format_number, format_value
+from alignprobe.findings.evidence_text import evidence_value
+from alignprobe.report.format import format_number
 
 MAX_FINDINGS = 8  # a CI comment is read on one screen; the HTML report has the rest
 MAX_EVIDENCE = 4
@@ -36,7 +37,7 @@ def render_markdown(result: CompareResult, report_name: str = "report.html") -> 
         for f in shown:
             if f.severity == "info":
                 continue
-            evidence = ", ".join(f"{k}={format_value(v)}" for k, v in _short_evidence(f.evidence))
+            evidence = ", ".join(f"{k}={evidence_value(v)}" for k, v in _short_evidence(f.evidence))
             fix = render.fix(f)
             lines.append(f"- **`{f.code}`**" + (f" ({_cell(evidence)})" if evidence else "") + (f": {fix}" if fix else ""))
         lines.append("")
@@ -71,7 +72,7 @@ def _short_evidence(evidence: dict) -> list[tuple[str, object]]:
     ordered = sorted(evidence.items(), key=lambda kv: kv[0] not in LEADING_EVIDENCE)
     for key, value in ordered:
         flat = not isinstance(value, (dict, list, tuple)) or all(not isinstance(v, (dict, list, tuple)) for v in value)
-        if flat and len(format_value(value)) <= 60:
+        if flat and len(evidence_value(value)) <= 60:
             out.append((key, value))
         if len(out) == MAX_EVIDENCE:
             break
