@@ -101,8 +101,6 @@ def test_vllm_backend_told_from_storage(tmp_path, serve):
     assert result.verdict == "PASS", [(f.code, f.title) for f in result.findings]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: a train side holding only the drafter's layers against a capture of "
-                   "every layer comes out wrong_taps ('not a constant shift'), the case the drafters branch fixes")
 def test_ids_off_by_one_is_layer_offset(tmp_path, serve):
     train = write_hf_backend(str(tmp_path / "hf"))
     result = compare(train, serve, train_import={"layer_ids": [i - 1 for i in IDS]})  # told 0,2,3: read as HF[1, 3, 4], one layer shallower than they are

@@ -72,6 +72,14 @@ def choose(tried: list[ExplanationFit], tolerance: float) -> ExplanationFit:
         if math.isfinite(winner.held_out_rel_rms) and f.held_out_rel_rms <= CLEARLY_BETTER * winner.held_out_rel_rms:
             f.params["replaces"] = {"name": winner.name, "held_out_rel_rms": winner.held_out_rel_rms}
             winner = f
+    # A train slice the serve side's layer stack shows to be another layer than it claims (a dataset read
+    # with the wrong ids) is not the expected slice identity names, whatever its states: identity fits it
+    # exactly, as the serve slice is the same layer, and only this exact match can say the claim is wrong
+    # (a Model-Optimizer set read one id off against capture hf came out claim_mismatch on the serve side).
+    refuted = next((f for f in fitting if f.params.get("train_claim_refuted")), None)
+    if refuted is not None and winner.name == "identity":
+        refuted.params["replaces"] = {"name": winner.name, "held_out_rel_rms": winner.held_out_rel_rms}
+        winner = refuted
     # A slice measured as another layer that another serve slice holds to the last bit is that slice's
     # tensor written twice: the repeated id is the cause, the layer it shows only its symptom. Where
     # neighbouring layers agree within the tolerance (a trained 8-layer Llama, HF[4] vs HF[5] at 0.066)

@@ -55,6 +55,8 @@ class IndexOffset(Explanation):
         expected = [trained.get(e.serve_slice, e.label) for e in explained]
         claimed_by_train = [e.label for e in explained]
         evidence = evidence_of(group)
+        if shifts == {0} and all(e.winner.params.get("train_claim_refuted") for e in group):
+            return _train_claims_off(group, claimed_by_train, expected, evidence)
         if shifts == {0}:  # the same HF index in its other final-norm form: pair with the one it equals
             title = (f"the serve final state is {labels[-1]}, the other form of HF[{naming.num_layers}] than expected "
                      f"({explained[-1].label}); compared with the one it equals")
@@ -131,10 +133,13 @@ class IndexOffset(Explanation):
         if not rows.serve_layers or expected not in rows.train:
             return None
         trained, served = _layer_of(rows, rows.train[expected]), _layer_of(rows, rows.serve[:, j])
-        if trained is None or served is None or trained[0][0] == served[0][0]:
-            return None  # a layer not held exactly, or the same index (identity, or the other final norm)
+        if trained is None or served is None:
+            return None  # a layer not held exactly
         (t_key, t_fit), (s_key, s_fit) = trained, served
         shift = s_key[0] - t_key[0]
+        refuted = t_key[0] != expected[0]  # the train slice is another layer than it claims (its ids read wrongly)
+        if shift == 0 and not refuted:
+            return None  # the same index as claimed: identity, or the other final norm
         held_rms = max(t_fit[0], s_fit[0])
         return ExplanationFit(
             name=self.name, complexity=self.complexity, fits=True, held_out_rel_rms=held_rms,
@@ -143,10 +148,11 @@ class IndexOffset(Explanation):
             params={"measured": rows.label(s_key), "measured_hf_index": s_key[0], "expected": rows.label(expected),
                     "train_measured": rows.label(t_key), "train_measured_hf_index": t_key[0], "offset": shift,
                     "basis": "serve_layers",
-                    "train_slice_rel_rms": t_fit[0], "serve_slice_rel_rms": s_fit[0]},
+                    "train_slice_rel_rms": t_fit[0], "serve_slice_rel_rms": s_fit[0], "expected_hf_index": expected[0],
+                    "train_claim_refuted": refuted},
             summary=f"the train slice ({rows.label(expected)} claimed) equals the serve side's {rows.label(t_key)} "
                     f"(rel-RMS {t_fit[0]:.2g}) and this serve slice its {rows.label(s_key)} (rel-RMS {s_fit[0]:.2g}): "
-                    f"offset {shift:+d}",
+                    f"offset {shift:+d}" + (f"; the train slice is not the {rows.label(expected)} it claims" if refuted else ""),
         )
 
     def _from_claims(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
@@ -221,6 +227,24 @@ def _layer_of(rows: ExplainRows, x):
         if not best[0] <= EXACT_MARGIN * runner[0]:
             return None
     return key, best
+
+
+def _train_claims_off(group: list, claimed: list[str], states: list[str], evidence: dict) -> Named:
+    """The serve slices are the train states, but the train dump claims other layers than those states
+    are (each equal to a serve layer of another index): the train dump's ids were read wrongly. The
+    drafter is fed what it was trained on; what the dump says it was trained on is off, and serving
+    configured from those ids would capture the wrong layers."""
+    deltas = sorted({e.winner.params["train_measured_hf_index"] - e.winner.params["expected_hf_index"] for e in group})
+    evidence.update(shift=deltas[0] if len(deltas) == 1 else deltas, basis=["serve_layers"], measured=states,
+                    expected=states, train_claimed=claimed)
+    shift = f"{deltas[0]:+d}" if len(deltas) == 1 else "/".join(f"{d:+d}" for d in deltas)
+    title = (f"layer offset {shift} in the train dump's claims: it claims {', '.join(claimed)}, but its states are "
+             f"{', '.join(states)} (each equal to the serve side's layer of that index), the states the serve side "
+             "captured too")
+    fix = ("The train dump's layer ids were read wrongly: name the ids it was made with (compare "
+           "--train-layer-ids, import --layer-ids or --drafter-config). Serving feeds the trained states; keep "
+           "the engine's ids as they are, not the ones the train dump claims.")
+    return Named("layer_offset", fix, severity="warn", title=title, evidence=evidence)
 
 
 def _claims_note(offsets: list, basis: list[str]) -> str:

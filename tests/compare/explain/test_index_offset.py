@@ -95,3 +95,14 @@ def test_on_a_briefly_trained_target_whatever_the_train_claims(tmp_path, claims)
         assert f.evidence["train_claimed"] == ["HF[2]", "HF[4]", "HF[5]"] and "--train-layer-ids" in f.fix
     else:
         assert "train_claimed" not in f.evidence
+
+
+def test_the_same_layers_claimed_one_off_are_named_in_the_train_claims(close_layers):
+    """The serve side's HF[2, 4, 5] held by the train set, claimed HF[1, 3, 4] (ids read one off): the
+    states agree, the train claims do not; identity fits, the exact matches to the layer stack say more."""
+    samples, serve, out = close_layers
+    r = compare(_write_train(out / "one_off.h5", samples, SERVE_AUX, (1, 3, 4)), serve)
+    f = _offset(r)
+    assert f is not None and r.finding("claim_mismatch") is None, r.codes()
+    assert f.evidence["shift"] == 1 and f.evidence["train_claimed"] == ["HF[1]", "HF[3]", "HF[4]"]
+    assert f.evidence["expected"] == [f"HF[{i}]" for i in SERVE_AUX] and "--train-layer-ids" in f.fix
