@@ -128,7 +128,8 @@ def test_engine_crash_is_one_line_naming_the_engine(model_dir, tmp_path, prompts
     def crash(self, *args, **kwargs):
         raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore detail on a second line")
 
-    monkeypatch.setattr(transformers.LlamaForCausalLM, "forward", crash)
+    # capture hf runs the decoder alone (no LM head): the crash is in LlamaModel.forward
+    monkeypatch.setattr(transformers.LlamaModel, "forward", crash)
     line = assert_refused(["capture", "hf", "--model", model_dir, "--prompts", prompts, "--out", tmp_path / "o.h5",
                            "--quiet", "--dtype", "fp32", "--aux-layers", "0,1,2"], [model_dir, prompts])
     assert line.startswith("alignprobe: transformers failed while running the model forward: RuntimeError: CUDA error")
