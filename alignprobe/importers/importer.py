@@ -256,7 +256,8 @@ def plan_samples(plan: ImportPlan, names: "SampleNames", progress: bool,
     token ids of each file are appended to ``kept_tokens`` when it is given."""
     from tqdm.auto import tqdm
 
-    reader = {SPECULATORS: speculators.read_tokens, MODELOPT: modelopt.read_tokens}.get(plan.format, specforge.read_tokens)
+    # a Model-Optimizer file keeps input_ids and loss_mask under SpecForge's names
+    reader = {SPECULATORS: speculators.read_tokens}.get(plan.format, specforge.read_tokens)
     out, seen = [], {}
     for path in tqdm(plan.files, desc=f"plan {plan.format}", unit="file", disable=not progress):
         tokens, mask = reader(path)

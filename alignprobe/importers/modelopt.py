@@ -85,12 +85,3 @@ def read(path: str, mmap: bool = True, strict: bool = True) -> ForeignSample:
         raise BadInput(f"{path}: aux_hidden_states is {aux.shape[-1]} wide, not a multiple of hidden_states' {hidden}")
     layout = backend_of(data, path) if strict else "modelopt"
     return ForeignSample(path, None, tokens, loss_mask, aux, final, hidden, layout=layout)
-
-
-def read_tokens(path: str):
-    data = load_torch_dict(path)
-    if "input_ids" not in data:
-        raise BadInput(f"{path}: no input_ids (keys: {sorted(data)})")
-    tokens = as_token_ids(data["input_ids"], path, "input_ids")
-    mask = data.get("loss_mask")
-    return tokens, as_token_ids(mask.ne(0), path, "loss_mask") if isinstance(mask, torch.Tensor) else None
