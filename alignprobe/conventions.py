@@ -75,6 +75,12 @@ SOURCES = {
         "eagle_aux_hidden_state_layer_ids (id k = HF[k]); hidden_states is the last slice, vLLM's id N: "
         "the pre-norm final"
     ),
+    "deepspec": (
+        "deepseek-ai/DeepSpec deepspec/modeling/target_extract.py (commit 1bcc590c) run_target_forward_with_hooks: "
+        "a forward hook on backbone.layers[k] keeps that layer's output (id k = HF[k+1]; k = N-1 is the pre-norm "
+        "output of the last layer), id -1 hooks embed_tokens (HF[0]); target_last_hidden_states is the "
+        "backbone's last_hidden_state (post-norm); ids are stored ascending in the cache's manifest.json"
+    ),
     "eagle3": (
         "SafeAILab/EAGLE eagle/model/modeling_llama_kv.py: appends hidden_states BEFORE layer idx for "
         "idx in (2, N//2, N-3), i.e. HF[2], HF[N//2], HF[N-3]"
@@ -141,7 +147,8 @@ def map_layer_ids(
     ids = tuple(int(i) for i in layer_ids)
     if not ids:
         raise BadInput("no layer ids given: name at least one")
-    bad = [i for i in ids if not 0 <= i <= n]
+    lowest = -1 if system == "deepspec" else 0  # DeepSpec's -1 names the embedding output
+    bad = [i for i in ids if not lowest <= i <= n]
     if bad:
         raise BadInput(f"layer ids {bad} are outside 0..{n} for a model of {n} layers")
 
@@ -157,10 +164,18 @@ def map_layer_ids(
         return LayerMapping(system, ids, ids, FINAL_NORM_PRE, rule)
     if system == "eagle3":
         return LayerMapping(system, ids, ids, FINAL_NORM_POST, "EAGLE-3 reference: id k is the input of layer k = HF[k]")
-    if system in ("trtllm", "modelopt-hf"):
-        who = "TensorRT-LLM SaveState" if system == "trtllm" else "Model-Optimizer HF dump"
+    if system == "trtllm":
+        # hidden_states + residual after layer k: for k = N-1 the last layer's output before the norm
+        return LayerMapping(system, ids, tuple(i + 1 for i in ids), FINAL_NORM_PRE,
+                            "TensorRT-LLM: id k is the output of layer k = HF[k+1] (id N-1: before the final norm)")
+    if system == "modelopt-hf":
+        # outputs.hidden_states[k + 1]: HF's tuple, whose last entry is the post-norm state
         return LayerMapping(system, ids, tuple(i + 1 for i in ids), FINAL_NORM_POST,
-                            f"{who}: id k is the output of layer k = HF[k+1]")
+                            "Model-Optimizer HF dump: id k is the output of layer k = HF[k+1]")
+    if system == "deepspec":
+        return LayerMapping(system, ids, tuple(i + 1 for i in ids), FINAL_NORM_PRE,
+                            "DeepSpec: id k is the output of layer k = HF[k+1] (a forward hook), id -1 the "
+                            "embedding output = HF[0]")
     if system == "modelopt-vllm":
         return LayerMapping(system, ids, ids, FINAL_NORM_PRE,
                             "Model-Optimizer vLLM dump (vLLM's numbering): id k is the input of layer k = HF[k]; "
@@ -215,8 +230,9 @@ def shift_explanations(shift: int) -> list[str]:
 
 # Systems whose files never hold their ids and that have no default an import could assume: Model-Optimizer's
 # 'eagle' preset is computed by modelopt itself (default_eagle_aux_layer_ids), not read here.
-NO_DEFAULT_IDS = ("modelopt-hf", "modelopt-vllm")
-SYSTEMS = ("hf", "eagle3", "sglang", "specforge", "vllm", "speculators", "trtllm", "modelopt-hf", "modelopt-vllm")
+NO_DEFAULT_IDS = ("modelopt-hf", "modelopt-vllm", "deepspec")
+SYSTEMS = ("hf", "eagle3", "sglang", "specforge", "vllm", "speculators", "trtllm", "modelopt-hf", "modelopt-vllm",
+           "deepspec")
 
 
 def _known(system: str) -> str:

@@ -15,6 +15,7 @@ import os
 from typing import Iterator, Sequence
 
 from alignprobe.audit.readahead import ReadAhead
+from alignprobe.audit.reading import read_ahead_paths
 from alignprobe.audit.scan import scan_unit
 from alignprobe.audit.units import Unit
 from alignprobe.errors import BadInput
@@ -54,12 +55,13 @@ def _in_threads(units: Sequence[Unit], threads: int, torch_threads: int = 1) -> 
     if threads <= 1 or len(units) <= 1:
         # One read-ahead for every unit in turn: the disk keeps reading through the units' ends (readahead.Window)
         foreign = [u for u in units if u.format != "dump"]
-        with ReadAhead([path for u in foreign for path in u.files]) if foreign else contextlib.nullcontext() as ahead:
+        paths = [path for u in foreign for path in read_ahead_paths(u)]
+        with ReadAhead(paths) if foreign else contextlib.nullcontext() as ahead:
             first = 0
             for i, unit in enumerate(units):
                 window = None
                 if unit.format != "dump":
-                    window, first = ahead.window(first), first + len(unit.files)
+                    window, first = ahead.window(first), first + len(unit.samples)
                 yield i, scan_unit(unit, torch_threads=torch_threads, ahead=window)
         return
     before = torch.get_num_threads()

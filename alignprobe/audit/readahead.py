@@ -24,9 +24,10 @@ AHEAD_BYTES = 192 << 20  # files read ahead of the scan (a few SpecForge files o
 class ReadAhead:
     """``ready(i)`` waits until file ``i`` is in the page cache and keeps the next ones coming."""
 
-    def __init__(self, paths: Sequence[str]):
-        self.paths = list(paths)
-        self.sizes = [_size(p) for p in self.paths]
+    def __init__(self, paths: Sequence[str | None]):
+        # a file shared by consecutive samples (records of one file) is read once; None reads nothing
+        self.paths = [p if p != before else None for p, before in zip(paths, [None, *paths[:-1]])]
+        self.sizes = [_size(p) if p is not None else 0 for p in self.paths]
         self._buffer = bytearray(READ_THROUGH_BYTES)  # one thread reads: one buffer for every file
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="audit-readahead")
         self._futures: dict[int, concurrent.futures.Future] = {}
@@ -37,7 +38,8 @@ class ReadAhead:
         while self._next < len(self.paths) and (self._next <= index or ahead < AHEAD_BYTES):
             if self._next > index:
                 ahead += self.sizes[self._next]
-            self._futures[self._next] = self._pool.submit(read_through, self.paths[self._next], self._buffer)
+            if self.paths[self._next] is not None:
+                self._futures[self._next] = self._pool.submit(read_through, self.paths[self._next], self._buffer)
             self._next += 1
         future = self._futures.pop(index, None)
         if future is not None:

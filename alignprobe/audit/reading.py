@@ -1,9 +1,9 @@
 """Read a unit's samples leniently: what the importer refuses (rows that do not match the tokens, a
 damaged file) the audit reports as a finding, and reads on.
 
-Foreign files are read by the importers' own readers in their lenient mode (importers/specforge.py,
-importers/speculators.py: ``strict=False``), so a layout is read in one place; SpecForge's padding
-tail is measured, not dropped: the padding check wants to see it.
+Foreign samples are read by their layout's own reader (importers/registry.py) in its lenient mode
+(``strict=False``), so a layout is read in one place; SpecForge's padding tail is measured, not
+dropped: the padding check wants to see it.
 """
 
 from __future__ import annotations
@@ -35,38 +35,46 @@ def iter_samples(unit: Unit, ahead: Window | None = None) -> Iterator[AuditSampl
     if unit.format == "dump":
         yield from _dump_samples(unit)
         return
-    with (contextlib.nullcontext(ahead) if ahead is not None else ReadAhead(unit.files)) as ahead:
-        for i, path in enumerate(unit.files):
+    from alignprobe.importers.registry import layout_named
+
+    layout = layout_named(unit.format)
+    with (contextlib.nullcontext(ahead) if ahead is not None else ReadAhead(read_ahead_paths(unit))) as ahead:
+        for i, ref in enumerate(unit.samples):
             ahead.ready(i)  # in the page cache now; the next files are being read while this one is scanned
             try:
-                yield _foreign_sample(unit, path)
+                yield _foreign_sample(unit, layout, ref)
             except BadInput as exc:
-                yield Unreadable(path, str(exc))
+                yield Unreadable(str(ref), str(exc))
 
 
-def _name(unit: Unit, path: str) -> str:
-    return os.path.relpath(path, unit.source) if os.path.isdir(unit.source) else os.path.basename(path)
+def read_ahead_paths(unit: Unit) -> list[str | None]:
+    """The file to read into the page cache before each of the unit's samples (None: nothing to read:
+    a layout whose files are far larger than a sample)."""
+    from alignprobe.importers.registry import layout_named
+
+    whole = layout_named(unit.format).read_ahead
+    return [ref.path if whole else None for ref in unit.samples]
 
 
-def _foreign_sample(unit: Unit, path: str) -> AuditSample:
-    from alignprobe.importers import specforge, speculators
+def _name(unit: Unit, ref) -> str:
+    name = os.path.relpath(ref.path, unit.source) if os.path.isdir(unit.source) else os.path.basename(ref.path)
+    return name if ref.record is None else f"{name}[{ref.record}]"
 
-    name = _name(unit, path)
+
+def _foreign_sample(unit: Unit, layout, ref) -> AuditSample:
+    from alignprobe.importers import specforge
+
+    name = _name(unit, ref)
+    path = ref.path
     if unit.format == "speculators":
-        read = speculators.read(path, strict=False)
+        read = layout.read(ref, strict=False)
         states = read.aux.reshape(len(read.aux), read.aux.shape[-1] // read.hidden_size, read.hidden_size)
         labels = [f"slice[{j}]" for j in range(states.shape[1])]
         sample = AuditSample(name, unit.source, read.token_ids, None, {"hidden_states": states}, {"hidden_states": labels})
         _speculators_mask(sample, path)
         return sample
 
-    # mapped from the page cache the read-ahead filled: no copy
-    if unit.format == "modelopt":
-        from alignprobe.importers import modelopt
-
-        read = modelopt.read(path, mmap=True, strict=False)
-    else:
-        read = specforge.read(path, unit.format, mmap=True, strict=False)
+    read = layout.read(ref, mmap=True, strict=False)  # mapped from the page cache the read-ahead filled: no copy
     states, labels = {}, {}
     if read.aux is not None:
         width = read.aux.shape[-1]
@@ -79,7 +87,7 @@ def _foreign_sample(unit: Unit, path: str) -> AuditSample:
         states["final"] = read.final.reshape(read.final.shape[0], 1, -1)
         labels["final"] = ["final"]
     sample = AuditSample(name, unit.source, read.token_ids, read.loss_mask, states, labels)
-    if read.layout.startswith("specforge") and read.loss_mask is not None:
+    if layout.pads_right and read.loss_mask is not None:
         sample.padding = specforge.padding_length(read)
     if read.loss_mask is None:
         sample.mask_missing = (f"{unit.source}: its {read.layout} files hold no loss_mask, so loss-mask coverage, "

@@ -11,6 +11,7 @@ import dataclasses
 import os
 
 from alignprobe.errors import BadInput
+from alignprobe.importers.layout import SampleRef
 
 # Big enough that a task's scheduling and start cost vanish next to its read, small enough that 16
 # workers get several units each from a 10 GB set. Measured on the H200 host (6 GB SpecForge
@@ -23,16 +24,21 @@ UNIT_MAX_FILES = 512  # files (or dump samples) a unit: small files are many
 @dataclasses.dataclass(frozen=True)
 class Unit:
     source: str  # the PATH argument (absolute)
-    format: str  # dump / specforge / speculators / eagle
-    files: tuple[str, ...]  # foreign files, or the one dump
+    format: str  # dump, or the foreign layout's name (importers/registry.py)
+    samples: tuple[SampleRef, ...]  # a foreign unit's samples, or the one dump
     first: int = 0  # dump units: samples [first, stop)
     stop: int = 0
     bytes: int = 0
 
     @property
+    def files(self) -> list[str]:
+        """The distinct files behind the unit's samples, in order."""
+        return list(dict.fromkeys(ref.path for ref in self.samples))
+
+    @property
     def key(self) -> str:
         """Names the unit in the journal: the same files (and sizes, mtimes) give the same key."""
-        stamp = []
+        stamp = [f"{self.samples[0]}..{self.samples[-1]}"] if self.samples[0].record is not None else []
         for path in self.files:
             st = os.stat(path)
             stamp.append(f"{os.path.relpath(path, self.source) if os.path.isdir(self.source) else os.path.basename(path)}"
@@ -42,22 +48,23 @@ class Unit:
 
 def plan_units(source: str) -> list[Unit]:
     """Every unit of one dataset path, in file order."""
-    from alignprobe.importers.detect import DUMP, detect_format, sample_files
+    from alignprobe.importers.detect import DUMP, detect_format, sample_refs
 
     source = os.path.abspath(os.fspath(source))
-    fmt = detect_format(source)
-    if fmt == DUMP:
+    if detect_format(source) == DUMP:
         return _dump_units(source)
-    files = sample_files(fmt, source)
-    units, batch, size = [], [], 0
-    for path in files:
-        batch.append(path)
-        size += os.path.getsize(path)
+    layout, refs = sample_refs(source)
+    units: list[Unit] = []
+    batch: list[SampleRef] = []
+    size = 0
+    for ref in refs:
+        batch.append(ref)
+        size += ref.size
         if size >= UNIT_BYTES or len(batch) >= UNIT_MAX_FILES:
-            units.append(Unit(source, fmt, tuple(batch), bytes=size))
+            units.append(Unit(source, layout.name, tuple(batch), bytes=size))
             batch, size = [], 0
     if batch:
-        units.append(Unit(source, fmt, tuple(batch), bytes=size))
+        units.append(Unit(source, layout.name, tuple(batch), bytes=size))
     return units
 
 
@@ -75,6 +82,6 @@ def _dump_units(path: str) -> list[Unit]:
         stop = first + 1
         while stop < n and stop - first < UNIT_MAX_FILES and (offsets[stop + 1] - offsets[first]) * row_bytes < UNIT_BYTES:
             stop += 1
-        units.append(Unit(path, "dump", (path,), first, stop, int((offsets[stop] - offsets[first]) * row_bytes)))
+        units.append(Unit(path, "dump", (SampleRef(path),), first, stop, int((offsets[stop] - offsets[first]) * row_bytes)))
         first = stop
     return units

@@ -6,6 +6,7 @@ import click
 
 from alignprobe.cli.options import NUM_LAYERS
 from alignprobe.importers import import_source
+from alignprobe.importers.registry import system_names
 from alignprobe.layer_ids import parse_ids
 from alignprobe.safe_paths import input_path, output_file, refuse_overlap
 
@@ -13,7 +14,7 @@ from alignprobe.safe_paths import input_path, output_file, refuse_overlap
 @click.command("import")
 @click.argument("source", type=click.Path())
 @click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
-@click.option("--system", type=click.Choice(["specforge", "speculators", "eagle", "modelopt", "modelopt-hf", "modelopt-vllm"]), default=None,
+@click.option("--system", type=click.Choice(system_names()), default=None,
               help="What produced SOURCE [default: detected from the files; modelopt-hf / modelopt-vllm name "
                    "Model-Optimizer's backend where its files do not tell].")
 @click.option("--layer-ids", default=None, help="Layer ids the producing run used, in its own numbering: 1,29,57.")
@@ -27,7 +28,8 @@ from alignprobe.safe_paths import input_path, output_file, refuse_overlap
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def import_command(source, out_path, system, layer_ids, drafter_config, num_layers, target_config, ids_from, force,
                    quiet) -> None:
-    """Import SpecForge, speculators, EAGLE ge_data or Model-Optimizer hidden states into a dump (read in place)."""
+    """Import a foreign hidden-state dump (SpecForge, speculators, EAGLE ge_data, Model-Optimizer,
+    TensorRT-LLM SaveState, a DeepSpec target cache) into an alignprobe dump."""
     refuse_overlap({"--out": output_file(out_path, "--out")},
                    {"SOURCE": input_path(source, "foreign dump"), "--drafter-config": drafter_config,
                     "--target-config": target_config, "--ids-from": ids_from})

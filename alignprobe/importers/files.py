@@ -47,6 +47,23 @@ def load_torch_dict(path: str, mmap: bool = True) -> dict:
 
     ``mmap=False`` reads the file in sequentially: faster when every byte is wanted from a cold disk
     (page faults on a mapped file read it in small pieces)."""
+    data = load_torch(path, mmap)
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: holds a {type(data).__name__}, not the dict of tensors a hidden-state dump saves")
+    return data
+
+
+def load_torch_records(path: str, mmap: bool = True) -> list[dict]:
+    """A ``torch.save`` list of dicts (TensorRT-LLM's SaveState files), each checked as a dict is."""
+    data = load_torch(path, mmap)
+    if not isinstance(data, list) or not all(isinstance(record, dict) for record in data):
+        raise BadInput(f"{path}: holds a {type(data).__name__}, not the list of per-request dicts it should")
+    return data
+
+
+def load_torch(path: str, mmap: bool = True):
+    """Whatever a ``torch.save`` file holds (tensors, dicts and lists of them), ``weights_only=True``;
+    every dict in it, or in its top-level list, checked to hold dense tensors."""
     try:
         if path.endswith(".gz"):
             with gzip.open(path, "rb") as fh:
@@ -68,14 +85,13 @@ def load_torch_dict(path: str, mmap: bool = True) -> dict:
         raise BadInput(f"{path}: not a torch.save file ({first_line(exc)})") from None
     except (RuntimeError, OSError, ValueError) as exc:
         raise BadInput(f"{path}: not a torch.save file ({first_line(exc)})") from None
-    if not isinstance(data, dict):
-        raise BadInput(f"{path}: holds a {type(data).__name__}, not the dict of tensors a hidden-state dump saves")
-    for key, value in data.items():
-        # weights_only lets sparse (and quantized) tensors through; every reader after this one slices
-        # and reshapes dense storage, and failed on them deep inside torch (an internal error).
-        if isinstance(value, torch.Tensor) and value.layout != torch.strided:
-            raise BadInput(f"{path}: {key} is a {str(value.layout).removeprefix('torch.')} tensor; "
-                           "hidden-state dumps hold dense tensors (save it with .to_dense())")
+    for record in data if isinstance(data, list) else [data]:
+        for key, value in record.items() if isinstance(record, dict) else ():
+            # weights_only lets sparse (and quantized) tensors through; every reader after this one slices
+            # and reshapes dense storage, and failed on them deep inside torch (an internal error).
+            if isinstance(value, torch.Tensor) and value.layout != torch.strided:
+                raise BadInput(f"{path}: {key} is a {str(value.layout).removeprefix('torch.')} tensor; "
+                               "hidden-state dumps hold dense tensors (save it with .to_dense())")
     return data
 
 

@@ -34,7 +34,7 @@ import concurrent.futures
 import dataclasses
 import os
 import threading
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -43,9 +43,7 @@ from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES, Block
 from alignprobe.dump.sample_index import SampleIndex
 from alignprobe.dump.schema import StreamClaim
 from alignprobe.errors import BadInput, first_line
-from alignprobe.importers import speculators
 from alignprobe.importers.decoded_files import DecodedFiles
-from alignprobe.importers.detect import SPECULATORS
 from alignprobe.importers.files import is_mapped_checkpoint, read_through
 from alignprobe.importers.importer import (
     ImportPlan,
@@ -108,7 +106,7 @@ class FolderSource(SampleIndex):
             self._decoded, lambda states: sum(a.nbytes for a in states.values()), budget_bytes)
         self._mapped: collections.OrderedDict[int, dict[str, np.ndarray]] = collections.OrderedDict()
         self._mapped_lock = threading.Lock()
-        self._lazy: collections.OrderedDict[int, "speculators.LazyFile | None"] = collections.OrderedDict()
+        self._lazy: collections.OrderedDict[int, Any] = collections.OrderedDict()
         self._can_map: dict[int, bool] = {}
         self._warmed: set[int] = set()
         self._warmer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-read-ahead-file")
@@ -201,9 +199,9 @@ class FolderSource(SampleIndex):
         return states
 
     def _lazy_rows(self, k: int, stream: str, a: int, b: int) -> np.ndarray | None:
-        """Rows ``[a, b)`` of a speculators file read by themselves (safetensors slices), in the stored
-        encoding; None for a file that is read whole instead (a layout the lazy reader does not take)."""
-        if self.plan.format != SPECULATORS:
+        """Rows ``[a, b)`` of a sample read by themselves (a speculators file's safetensors slices), in the
+        stored encoding; None for a sample that is read whole instead (a layout with no row reader)."""
+        if not self.plan.layout.row_reader:
             return None
         lazy = self._lazy_file(k)
         if lazy is None:
@@ -214,18 +212,18 @@ class FolderSource(SampleIndex):
             raise
         except Exception as exc:  # noqa: BLE001 - safetensors' own errors on a damaged file
             raise BadInput(f"{lazy.path}: not a readable safetensors file ({first_line(exc)})") from None
-        cut = self.plan.aux_slices * self.plan.hidden_size  # as streams_of splits a speculators file
+        cut = self.plan.aux_slices * self.plan.hidden_size  # as streams_of splits the aux tensor
         states = rows[:, :cut] if stream == "aux" else rows[:, cut:]
         dtype = self.streams[stream].dtype
         return to_storage(states if states.dtype == TORCH_DTYPE[dtype] else states.to(TORCH_DTYPE[dtype]), dtype)
 
-    def _lazy_file(self, k: int) -> "speculators.LazyFile | None":
+    def _lazy_file(self, k: int):
         with self._mapped_lock:
             if k in self._lazy:
                 self._lazy.move_to_end(k)
                 return self._lazy[k]
-        path = self.plan.files[k]
-        lazy = speculators.LazyFile.open(path)
+        path = self.plan.samples[k]
+        lazy = self.plan.layout.lazy_rows(path)
         if lazy is not None:
             _, length, pad = self._planned[k]
             if len(lazy.token_ids) != length + pad:
@@ -244,17 +242,16 @@ class FolderSource(SampleIndex):
         return lazy
 
     def _decoded(self, k: int) -> dict[str, np.ndarray]:
-        return self._states_of(k, read_sample(self.plan.format, self.plan.files[k], False))
+        return self._states_of(k, read_sample(self.plan.layout, self.plan.samples[k], False))
 
     def _mappable(self, k: int) -> bool:
         if k not in self._can_map:
-            path = self.plan.files[k]
-            self._can_map[k] = self.plan.format != SPECULATORS and is_mapped_checkpoint(path)
+            self._can_map[k] = self.plan.layout.mappable and is_mapped_checkpoint(self.plan.samples[k].path)
         return self._can_map[k]
 
     def _warmable(self, k: int) -> bool:
         """Files read in place (mapped checkpoints, safetensors) are worth reading into the page cache."""
-        return self.plan.format == SPECULATORS or self._mappable(k)
+        return self.plan.layout.row_reader or self._mappable(k)
 
     def _mapped_states(self, k: int) -> dict[str, np.ndarray] | None:
         """A zip checkpoint loaded mapped (no byte is read until a row is copied out), or None for a
@@ -265,7 +262,7 @@ class FolderSource(SampleIndex):
             if k in self._mapped:
                 self._mapped.move_to_end(k)
                 return self._mapped[k]
-        states = self._states_of(k, read_sample(self.plan.format, self.plan.files[k], True))
+        states = self._states_of(k, read_sample(self.plan.layout, self.plan.samples[k], True))
         with self._mapped_lock:
             self._mapped[k] = states
             while len(self._mapped) > MAPPED_FILES:
@@ -279,7 +276,7 @@ class FolderSource(SampleIndex):
             if k >= len(self._planned) or k in self._warmed or not self._warmable(k):
                 return
             self._warmed.add(k)
-        self._warmer.submit(read_through, self.plan.files[k])
+        self._warmer.submit(read_through, self.plan.samples[k].path)
 
     def _states_of(self, k: int, sample: ForeignSample) -> dict[str, np.ndarray]:
         """What an import writes of a file: its streams' kept rows in the claimed dtype (float64 and the

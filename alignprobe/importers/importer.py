@@ -23,10 +23,11 @@ from alignprobe.dump import Provenance, StreamClaim, open_dump
 from alignprobe.dump.planned_writer import PlannedDumpWriter
 from alignprobe.dump.encoding import dtype_name
 from alignprobe.dump.reader import PARTIAL_SUFFIX
-from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL
+from alignprobe.dump.schema import ROLE_DRAFTER_INPUT, ROLE_FINAL
 from alignprobe.errors import BadInput
-from alignprobe.importers import modelopt, specforge, speculators
-from alignprobe.importers.detect import DUMP, EAGLE, MODELOPT, SPECFORGE, SPECULATORS, detect_format, sample_files
+from alignprobe.importers.specforge import padding_of
+from alignprobe.importers.detect import DUMP, detect_format, sample_refs
+from alignprobe.importers.layout import Layout, SampleRef
 from alignprobe.importers.files import is_mapped_checkpoint, read_through
 from alignprobe.layer_ids import infer_num_layers, layer_ids_from_config, num_layers_from_config
 from alignprobe.importers.sample import ForeignSample
@@ -41,8 +42,8 @@ NO_FLUSH = 1 << 62  # the writer's flush_tokens when it flushes only at the end
 class ImportPlan:
     """What the files will become: the claims, and how the layer ids were arrived at."""
 
-    format: str
-    files: list[str]
+    layout: Layout
+    samples: list[SampleRef]  # every sample, in order (a file, or a record of one)
     num_layers: int
     hidden_size: int
     layer_ids: tuple[int, ...]
@@ -53,6 +54,16 @@ class ImportPlan:
     file_width: int  # width of the file's layer states (every file must match the first)
     notes: list[str]
     storage: str = ""  # the stored dtype where it differs from the imported one (speculators FP8)
+    final_from_tail: bool = False  # the final stream is the aux tensor's slices after ``aux_slices``
+
+    @property
+    def format(self) -> str:
+        return self.layout.name
+
+    @property
+    def files(self) -> list[str]:
+        """The distinct files behind the samples, in order."""
+        return list(dict.fromkeys(ref.path for ref in self.samples))
 
 
 @dataclasses.dataclass
@@ -93,82 +104,81 @@ def plan_import(
     num_layers: int | None = None,
     target_config: str | os.PathLike | None = None,
 ) -> ImportPlan:
-    """Read the first file and the user's facts; decide every stream's claim. Writes nothing."""
+    """Read the first sample and the user's facts; decide every stream's claim. Writes nothing."""
     source = os.fspath(source)
-    fmt = detect_format(source)
-    if fmt == DUMP:
+    if os.path.isfile(source) and detect_format(source) == DUMP:
         raise BadInput(f"{source}: an HDF5 file; alignprobe dumps are read as they are, and no importer reads other HDF5")
-    backend = system.lower() if fmt == MODELOPT and system and system.lower() in modelopt.BACKENDS else None
-    if system is not None and system.lower() != fmt and backend is None:
-        raise BadInput(f"{source}: the files are {fmt} files, not {system}: drop --system or point at the right folder")
-    files = sample_files(fmt, source)
-    first = read_sample(fmt, files[0])
-    told = backend is None
-    if fmt == MODELOPT and backend is None:
-        backend = modelopt.read(files[0]).layout  # strict: the storage tells the backend, or it is refused
-    convention = backend if fmt == MODELOPT else fmt
+    layout, refs = sample_refs(source)
+    told_backend = system is not None and system.lower() != layout.name
+    if told_backend and system.lower() not in layout.aliases:
+        raise BadInput(f"{source}: the files are {layout.name} files, not {system}: drop --system or point at the right folder")
+    first = read_sample(layout, refs[0])
+    convention = layout.convention(first, system)
     notes: list[str] = []
-    ids, ids_source = _given_ids(layer_ids, config)
+    ids, ids_source = _given_ids(layer_ids, config, layout)
+    stored = layout.stored_ids(source)
+    if stored is not None and ids is not None and list(ids) != stored:
+        raise BadInput(f"{source}: the files record layer ids {stored}, but {ids} were given: drop the ids "
+                       "(the files say which they hold)")
+    if stored is not None:
+        ids, ids_source = list(stored), f"from the {layout.name} files"
     hidden = first.hidden_size
-    if fmt == SPECFORGE and hidden is None:
+    if hidden is None:
         if ids is None:
-            raise BadInput(f"{files[0]}: no final hidden_state to take H from: give --layer-ids so H = width / count")
+            raise BadInput(f"{refs[0]}: no final hidden_state to take H from: give --layer-ids so H = width / count")
         hidden = first.aux.shape[-1] // len(ids)
         if hidden * len(ids) != first.aux.shape[-1]:
-            raise BadInput(f"{files[0]}: aux_hidden_state is {first.aux.shape[-1]} wide, not {len(ids)} equal slices")
+            raise BadInput(f"{refs[0]}: the aux states are {first.aux.shape[-1]} wide, not {len(ids)} equal slices")
     slices = first.aux.shape[-1] // hidden if first.aux is not None else 0
     n, how = _num_layers(convention, ids, slices, num_layers, target_config)
     if how:
         notes.append(how)
 
-    if fmt == EAGLE:
+    if first.aux is None:  # the final state alone (EAGLE ge_data; a SaveState run capturing only -1)
         if ids is not None:
-            notes.append("EAGLE ge_data holds only the final state: the layer ids were not needed")
-        final = _claim(first.final, (n,), hidden, n, FINAL_NORM_POST, ROLE_FINAL, "EAGLE ge_data hidden_state: HF[-1]")
-        return ImportPlan(fmt, files, n, hidden, (), (), "", {"final": final}, 0, 0, notes)
+            notes.append(f"the {layout.name} files hold only the final state: the layer ids were not needed")
+        final = _claim(first.final, (n,), hidden, n, layout.final_norm, ROLE_FINAL,
+                       f"{layout.name} final state: HF[-1], {layout.final_norm}")
+        return ImportPlan(layout, refs, n, hidden, (), (), "", {"final": final}, 0, 0, notes)
 
     given = ids is not None
-    if ids is None and fmt == MODELOPT:
-        raise BadInput(f"{files[0]}: Model-Optimizer files do not hold their layer ids: give the --aux-layers "
-                       "value of the dump run with --layer-ids (its 'eagle' preset is modelopt's "
-                       "default_eagle_aux_layer_ids for the target)")
+    if ids is None and not layout.has_default_ids:
+        raise BadInput(f"{refs[0]}: {layout.described} files do not hold their layer ids: give the ids the run "
+                       "used with --layer-ids")
     if ids is None:
-        ids = list(default_layer_ids(fmt, n))
-        if fmt == SPECULATORS and slices == len(ids) - 1:
-            ids = ids[:-1]  # --no-include-last-layer: the three aux ids without N
+        ids = list(default_layer_ids(convention, n))
         ids_source = "default"
-        notes.append(f"no layer ids given: assumed {fmt}'s default {ids} for N={n}")
-    if fmt == SPECULATORS and len(ids) == slices - 1:
-        ids = ids + [n]
-        notes.append(f"{slices} slices for {slices - 1} ids: appended N={n} (speculators' --include-last-layer)")
-    if len(ids) != slices:
+        notes.append(f"no layer ids given: assumed {convention}'s default {ids} for N={n}")
+    fit = layout.fit_ids(list(ids), slices, n, given)
+    ids = fit.ids
+    notes += fit.notes
+    if len(ids) != slices and not (fit.tail_final_norm and len(ids) == fit.aux_slices):
         said = f"{len(ids)} layer ids were given ({ids})" if given else (
-            f"no layer ids were given and {fmt}'s default for N={n} is {len(ids)} ids ({ids})")
+            f"no layer ids were given and {convention}'s default for N={n} is {len(ids)} ids ({ids})")
         raise BadInput(
-            f"{files[0]}: the file holds {slices} layer slices of hidden size {hidden}, "
+            f"{refs[0]}: the file holds {slices} layer slices of hidden size {hidden}, "
             f"but {said}: give one id per slice with --layer-ids"
         )
     if first.storage:
-        notes.append(f"states stored as {first.storage} with a per-token scale: dequantized to float32 (values * scale)")
-    mapping = map_layer_ids(convention, ids, n)
+        notes.append(layout.storage_note(first.storage))
     streams: dict[str, StreamClaim] = {}
-    aux_slices = slices
-    if fmt == SPECULATORS and ids[-1] == n:
-        aux_slices = slices - 1  # speculators' last slice is the last layer's pre-norm output: the final state
-        streams["final"] = _claim(first.aux, (n,), hidden, n, FINAL_NORM_PRE, ROLE_FINAL,
-                                  f"speculators slice {slices - 1}: layer id {n}, the pre-norm final state")
-    if aux_slices:
-        streams["aux"] = _claim(first.aux, mapping.hf_indices[:aux_slices], hidden, n, mapping.final_norm,
-                                ROLE_DRAFTER_INPUT, f"{convention} layer ids {ids[:aux_slices]} ({ids_source}): {mapping.rule}")
-    if fmt == SPECFORGE and first.final is not None:
-        streams["final"] = _claim(first.final, (n,), hidden, n, FINAL_NORM_POST, ROLE_FINAL,
-                                  "SpecForge hidden_state: the post-norm final state SGLang returns")
-    if fmt == MODELOPT:
-        notes.append(f"Model-Optimizer backend: {convention} ({'told from how the files store the final state' if told else 'as given'})")
-        streams["final"] = _claim(first.final, (n,), hidden, n, mapping.final_norm, ROLE_FINAL,
-                                  f"Model-Optimizer hidden_states ({convention}): the final state, {mapping.final_norm}")
-    return ImportPlan(fmt, files, n, hidden, tuple(ids), tuple(mapping.hf_indices), mapping.rule, streams,
-                      aux_slices, slices * hidden, notes, first.storage)
+    mapping = map_layer_ids(convention, ids, n)
+    if fit.aux_slices:
+        streams["aux"] = _claim(first.aux, mapping.hf_indices[: fit.aux_slices], hidden, n, mapping.final_norm,
+                                ROLE_DRAFTER_INPUT, f"{convention} layer ids {ids[: fit.aux_slices]} ({ids_source}): "
+                                f"{mapping.rule}")
+    if fit.tail_final_norm:
+        streams["final"] = _claim(first.aux, (n,), hidden, n, fit.tail_final_norm, ROLE_FINAL,
+                                  f"{layout.name} aux slice {fit.aux_slices}: the final state, {fit.tail_final_norm}")
+    elif first.final is not None:
+        norm = layout.final_norm_of(mapping.final_norm)
+        streams["final"] = _claim(first.final, (n,), hidden, n, norm, ROLE_FINAL,
+                                  f"{layout.name} final state ({convention}): {norm}")
+    if convention != layout.name:
+        told = "as given" if told_backend else "told from how the files store the final state"
+        notes.append(f"{layout.name} files numbered as {convention} ({told})")
+    return ImportPlan(layout, refs, n, hidden, tuple(ids), tuple(mapping.hf_indices), mapping.rule, streams,
+                      fit.aux_slices, slices * hidden, notes, first.storage, bool(fit.tail_final_norm))
 
 
 def import_source(
@@ -211,7 +221,7 @@ def import_source(
         shutil.rmtree(partial, ignore_errors=True)  # an import is redone from scratch, never resumed
         raise
     writer.finish()
-    return ImportResult(os.fspath(out_path), plan, len(plan.files), *counts, names.matched)
+    return ImportResult(os.fspath(out_path), plan, len(plan.samples), *counts, names.matched)
 
 
 def provenance_of(plan: ImportPlan, source, target_config) -> Provenance:
@@ -234,16 +244,10 @@ def provenance_of(plan: ImportPlan, source, target_config) -> Provenance:
     )
 
 
-def read_sample(fmt: str, path: str, mmap: bool = True) -> ForeignSample:
-    if fmt == MODELOPT:
-        sample = modelopt.read(path, mmap=mmap, strict=False)
-        if len(sample.aux) != len(sample.token_ids) or len(sample.final) != len(sample.token_ids):
-            raise BadInput(f"{path}: the states hold {len(sample.aux)} and {len(sample.final)} rows but input_ids "
-                           f"holds {len(sample.token_ids)} tokens")
-    else:
-        sample = speculators.read(path) if fmt == SPECULATORS else specforge.read(path, fmt, mmap=mmap)
+def read_sample(layout: Layout, ref: SampleRef, mmap: bool = True) -> ForeignSample:
+    sample = layout.read(ref, mmap=mmap)
     if len(sample.token_ids) == 0:
-        raise BadInput(f"{path}: holds no tokens (its token ids are empty); remove the file or capture it again")
+        raise BadInput(f"{ref}: holds no tokens (its token ids are empty); remove the file or capture it again")
     return sample
 
 
@@ -257,11 +261,10 @@ def plan_samples(plan: ImportPlan, names: "SampleNames", progress: bool,
     from tqdm.auto import tqdm
 
     # a Model-Optimizer file keeps input_ids and loss_mask under SpecForge's names
-    reader = {SPECULATORS: speculators.read_tokens}.get(plan.format, specforge.read_tokens)
     out, seen = [], {}
-    for path in tqdm(plan.files, desc=f"plan {plan.format}", unit="file", disable=not progress):
-        tokens, mask = reader(path)
-        pad = specforge.padding_of(tokens, mask) if plan.format == SPECFORGE else 0
+    for path in tqdm(plan.samples, desc=f"plan {plan.format}", unit="sample", disable=not progress):
+        tokens, mask = plan.layout.read_tokens(path)
+        pad = padding_of(tokens, mask) if plan.layout.pads_right else 0
         sample_id, pad = names.name(tokens.tolist(), pad)
         if len(tokens) == 0:
             raise BadInput(f"{path}: holds no tokens (its token ids are empty); remove the file or capture it again")
@@ -281,8 +284,8 @@ def _write_all(plan: ImportPlan, planned, writer: PlannedDumpWriter, progress: b
     from tqdm.auto import tqdm
 
     tokens = padded = padding_tokens = 0
-    jobs = list(zip(plan.files, planned))
-    sizes = [os.path.getsize(path) for path in plan.files]
+    jobs = list(zip(plan.samples, planned))
+    sizes = [ref.size for ref in plan.samples]
     # The next files are read in a background thread while this one is written: reads and pwritev
     # release the GIL, so the disk reads while the writes go to the page cache. Files are read ahead
     # up to READ_AHEAD_BYTES (at least one), so a slow write does not stop the reading. A zip
@@ -293,12 +296,12 @@ def _write_all(plan: ImportPlan, planned, writer: PlannedDumpWriter, progress: b
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="import-read") as pool:
         ahead: collections.deque = collections.deque()
         queued = 0  # the next file to queue
-        for k, (path, (sample_id, length, pad)) in enumerate(tqdm(jobs, desc=f"import {plan.format}", unit="file",
+        for k, (path, (sample_id, length, pad)) in enumerate(tqdm(jobs, desc=f"import {plan.format}", unit="sample",
                                                                   disable=not progress)):
             while queued < len(jobs) and (queued <= k or sum(sizes[k + 1 : queued + 1]) <= READ_AHEAD_BYTES):
-                ahead.append(pool.submit(_read_ahead, plan.format, jobs[queued][0]))
+                ahead.append(pool.submit(_read_ahead, plan.layout, jobs[queued][0]))
                 queued += 1
-            sample = ahead.popleft().result() or read_sample(plan.format, path, True)
+            sample = ahead.popleft().result() or read_sample(plan.layout, path, True)
             tokens += _write_one(plan, writer, path, sample, sample_id, length, pad)
             del sample
             if pad:
@@ -306,16 +309,16 @@ def _write_all(plan: ImportPlan, planned, writer: PlannedDumpWriter, progress: b
     return tokens, padded, padding_tokens
 
 
-def _read_ahead(fmt: str, path: str) -> ForeignSample | None:
+def _read_ahead(layout: Layout, ref: SampleRef) -> ForeignSample | None:
     """The read-ahead thread's share of a file: a zip checkpoint into the page cache (None: the writer
     maps it), another file decoded whole (every byte is wanted: one sequential read, mmap=False)."""
-    if fmt != SPECULATORS and is_mapped_checkpoint(path):
-        read_through(path)
+    if layout.mappable and is_mapped_checkpoint(ref.path):
+        read_through(ref.path)
         return None
-    return read_sample(fmt, path, False)
+    return read_sample(layout, ref, False)
 
 
-def _write_one(plan: ImportPlan, writer: PlannedDumpWriter, path: str, sample: ForeignSample, sample_id: str,
+def _write_one(plan: ImportPlan, writer: PlannedDumpWriter, path: SampleRef, sample: ForeignSample, sample_id: str,
                length: int, pad: int) -> int:
     check_like_first(sample, plan)
     if len(sample.token_ids) != length + pad:
@@ -326,7 +329,7 @@ def _write_one(plan: ImportPlan, writer: PlannedDumpWriter, path: str, sample: F
     return length
 
 
-def _given_ids(layer_ids, config) -> tuple[list[int] | None, str]:
+def _given_ids(layer_ids, config, layout: Layout) -> tuple[list[int] | None, str]:
     if layer_ids is not None and config is not None:
         raise BadInput("give the layer ids once: --layer-ids or --drafter-config, not both")
     if config is not None:
@@ -335,8 +338,10 @@ def _given_ids(layer_ids, config) -> tuple[list[int] | None, str]:
         return ids, f"from {os.fspath(config)} {key}"
     if layer_ids is not None:
         ids = [int(i) for i in layer_ids]
-        if not ids or min(ids) < 0:
-            raise BadInput(f"layer ids {ids}: give non-negative layer ids")
+        if not ids or any(i < 0 and i not in layout.negative_ids for i in ids):
+            allowed = f" (or {', '.join(map(str, layout.negative_ids))}, which {layout.name} gives a meaning)" \
+                if layout.negative_ids else ""
+            raise BadInput(f"layer ids {ids}: give non-negative layer ids{allowed}")
         _refuse_repeats(ids, "--layer-ids")
         return ids, "as given"
     return None, ""
@@ -387,7 +392,7 @@ def check_like_first(sample: ForeignSample, plan: ImportPlan) -> None:
     have = sample.aux.shape[-1] if sample.aux is not None else 0
     if have != plan.file_width:
         raise BadInput(f"{sample.path}: the layer states are {have} wide, but the first file's are {plan.file_width}")
-    if ("final" in plan.streams and plan.format != SPECULATORS) and sample.final is None:
+    if "final" in plan.streams and not plan.final_from_tail and sample.final is None:
         raise BadInput(f"{sample.path}: no final hidden_state, unlike the first file")
 
 
@@ -397,7 +402,7 @@ def streams_of(sample: ForeignSample, plan: ImportPlan) -> dict[str, torch.Tenso
     if "aux" in plan.streams:
         out["aux"] = sample.aux[:, : plan.aux_slices * h].contiguous()  # a view unless speculators splits it
     if "final" in plan.streams:
-        out["final"] = sample.final if plan.format != SPECULATORS else sample.aux[:, plan.aux_slices * h :].contiguous()
+        out["final"] = sample.aux[:, plan.aux_slices * h :].contiguous() if plan.final_from_tail else sample.final
     return out
 
 

@@ -26,7 +26,9 @@ import torch
 
 from alignprobe.errors import BadInput
 from alignprobe.importers.files import load_torch_dict
+from alignprobe.importers.layout import Layout, SampleRef
 from alignprobe.importers.sample import ForeignSample, as_states, as_token_ids
+from alignprobe.importers.specforge import read_tokens
 
 SUFFIX = ".pt"
 KEYS = {"input_ids", "hidden_states", "aux_hidden_states", "conversation_id"}
@@ -85,3 +87,42 @@ def read(path: str, mmap: bool = True, strict: bool = True) -> ForeignSample:
         raise BadInput(f"{path}: aux_hidden_states is {aux.shape[-1]} wide, not a multiple of hidden_states' {hidden}")
     layout = backend_of(data, path) if strict else "modelopt"
     return ForeignSample(path, None, tokens, loss_mask, aux, final, hidden, layout=layout)
+
+
+class ModelOptLayout(Layout):
+    """One ``{conversation_id}.pt`` dict a conversation; the ids are not in the files, and the backend
+    (so the numbering) is told from how the final state is stored, or given."""
+
+    name = "modelopt"
+    described = "Model-Optimizer *.pt"
+    needs_keys = True
+    mappable = True
+    aliases = BACKENDS
+    has_default_ids = False  # its 'eagle' preset is computed by modelopt for the target, not a fixed rule
+
+    def files(self, path: str) -> list[str]:
+        return list_files(path) if os.path.isdir(path) or path.endswith(SUFFIX) else []
+
+    def accepts(self, found) -> bool:
+        return found is not None and not found.records and is_modelopt(found.keys)
+
+    def read(self, ref: SampleRef, mmap: bool = True, strict: bool = True) -> ForeignSample:
+        sample = read(ref.path, mmap=mmap, strict=False)
+        if strict and (len(sample.aux) != len(sample.token_ids) or len(sample.final) != len(sample.token_ids)):
+            raise BadInput(f"{ref}: the states hold {len(sample.aux)} and {len(sample.final)} rows but input_ids "
+                           f"holds {len(sample.token_ids)} tokens")
+        return sample
+
+    def read_tokens(self, ref: SampleRef):
+        return read_tokens(ref.path)  # input_ids and loss_mask under SpecForge's names
+
+    def convention(self, first: ForeignSample, system: str | None) -> str:
+        if system and system.lower() in BACKENDS:
+            return system.lower()
+        return read(first.path).layout  # strict: the storage tells the backend, or it is refused
+
+    def final_norm_of(self, mapping_final_norm: str) -> str:
+        return mapping_final_norm  # the HF script saves the post-norm final, the vLLM one vLLM's pre-norm id N
+
+
+LAYOUT = ModelOptLayout()

@@ -18,11 +18,15 @@ one sample a file, no padding.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
 from alignprobe.errors import BadInput
+from alignprobe.dump.schema import FINAL_NORM_POST
 from alignprobe.importers.files import file_index, load_torch_dict, numbered_files
+from alignprobe.importers.layout import Layout, SampleRef
 from alignprobe.importers.sample import ForeignSample, as_states, as_token_ids
 
 SUFFIXES = (".ckpt", ".ckpt.gz")
@@ -126,3 +130,42 @@ def _expected_keys(layout: str) -> str:
     if layout == "eagle":
         return "expected input_ids, hidden_state, loss_mask"
     return "expected input_ids, loss_mask, aux_hidden_state, hidden_state (or online: hidden_state, target)"
+
+
+class _CheckpointLayout(Layout):
+    """``data_<idx>.ckpt[.gz]`` files, one sample each; SpecForge and EAGLE ge_data share the names,
+    so the first file's keys tell which."""
+
+    needs_keys = True
+    mappable = True
+    final_norm = FINAL_NORM_POST  # SGLang's (SpecForge) and HF's hidden_states[-1] (ge_data): post-norm
+
+    def files(self, path: str) -> list[str]:
+        return list_files(path) if os.path.isdir(path) or path.endswith(SUFFIXES) else []
+
+    def read(self, ref: SampleRef, mmap: bool = True, strict: bool = True) -> ForeignSample:
+        return read(ref.path, self.name, mmap=mmap, strict=strict)
+
+    def read_tokens(self, ref: SampleRef):
+        return read_tokens(ref.path)
+
+
+class SpecForgeLayout(_CheckpointLayout):
+    name = "specforge"
+    described = "SpecForge data_*.ckpt"
+    pads_right = True
+
+    def accepts(self, found) -> bool:
+        return found is not None and not found.records and layout_of(found.keys).startswith("specforge")
+
+
+class EagleLayout(_CheckpointLayout):
+    name = "eagle"
+    described = "EAGLE ge_data data_*.ckpt"
+
+    def accepts(self, found) -> bool:
+        return found is not None and not found.records and layout_of(found.keys) == "eagle"
+
+
+SPECFORGE_LAYOUT = SpecForgeLayout()
+EAGLE_LAYOUT = EagleLayout()

@@ -14,11 +14,15 @@ Read from speculators' source (vllm-project/speculators c05b95b, 2026-08-20):
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
 from alignprobe.errors import BadInput
+from alignprobe.dump.schema import FINAL_NORM_PRE
 from alignprobe.importers.files import SafetensorsFile, file_index, numbered_files
+from alignprobe.importers.layout import IdsFit, Layout, SampleRef
 from alignprobe.importers.sample import ForeignSample, as_states, as_token_ids
 
 SUFFIX = ".safetensors"
@@ -122,3 +126,43 @@ class LazyFile:
         states = self._states[a:b]
         scales = self._scales[a:b] if self._scales is not None else None
         return dequantized(states, scales, self.path, b - a).reshape(b - a, -1)
+
+
+class SpeculatorsLayout(Layout):
+    """``hs_<idx>.safetensors``, one sample each, the states ``[S, L, H]``: no final state apart; with
+    --include-last-layer (speculators' default) the last slice is vLLM's id N, the pre-norm final."""
+
+    name = "speculators"
+    described = "speculators hs_*.safetensors"
+
+    def files(self, path: str) -> list[str]:
+        return list_files(path) if os.path.isdir(path) or path.endswith(SUFFIX) else []
+
+    def read(self, ref: SampleRef, mmap: bool = True, strict: bool = True) -> ForeignSample:
+        return read(ref.path, strict=strict)
+
+    def read_tokens(self, ref: SampleRef):
+        return read_tokens(ref.path)
+
+    def fit_ids(self, ids: list[int], slices: int, num_layers: int, given: bool) -> IdsFit:
+        notes: list[str] = []
+        if not given and slices == len(ids) - 1:
+            ids = ids[:-1]  # --no-include-last-layer: the three aux ids without N
+        if len(ids) == slices - 1:
+            ids = ids + [num_layers]
+            notes.append(f"{slices} slices for {slices - 1} ids: appended N={num_layers} (speculators' --include-last-layer)")
+        if ids and ids[-1] == num_layers and len(ids) == slices:
+            # the last slice is the last layer's pre-norm output: the final state, not an aux slice
+            return IdsFit(ids, slices - 1, tail_final_norm=FINAL_NORM_PRE, notes=tuple(notes))
+        return IdsFit(ids, slices, notes=tuple(notes))
+
+    row_reader = True
+
+    def storage_note(self, storage: str) -> str:
+        return f"states stored as {storage} with a per-token scale: dequantized to float32 (values * scale)"
+
+    def lazy_rows(self, ref: SampleRef) -> "LazyFile | None":
+        return LazyFile.open(ref.path)
+
+
+LAYOUT = SpeculatorsLayout()

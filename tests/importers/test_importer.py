@@ -320,7 +320,7 @@ BAD_FILES = [
     ("data_0.ckpt.gz", lambda p: open(p, "wb").write(b"\x1f\x8b broken gzip"), "truncated or damaged"),
     ("data_0.ckpt", lambda p: torch.save({"input_ids": torch.arange(3), "x": NotATensor()}, p), "weights_only=True"),
     ("data_0.ckpt", lambda p: torch.save(torch.zeros(3), p), "not the dict of tensors"),
-    ("data_0.ckpt", lambda p: torch.save({"input_ids": torch.arange(3), "other": torch.zeros(3)}, p), "neither SpecForge"),
+    ("data_0.ckpt", lambda p: torch.save({"input_ids": torch.arange(3), "other": torch.zeros(3)}, p), "expected one of: SpecForge"),
     ("data_0.ckpt", lambda p: torch.save({**good_record(), "input_ids": torch.arange(1, 7)}, p), "holds 5 tokens but input_ids holds 6"),
     ("data_0.ckpt", lambda p: torch.save({**good_record(), "input_ids": torch.zeros(5)}, p), "expected integer ids"),
     ("data_0.ckpt", lambda p: torch.save({**good_record(), "aux_hidden_state": torch.randn(1, 5, 100)}, p), "not a multiple"),
