@@ -11,8 +11,6 @@ embedding output for -1, the backbone's post-norm ``last_hidden_state``.
 
 from __future__ import annotations
 
-import copy
-import functools
 import json
 import os
 import struct
@@ -24,19 +22,10 @@ import torch
 from alignprobe.audit import audit
 from alignprobe.compare import compare
 from alignprobe.errors import BadInput
+from tests.helpers.foreign_writers import H, N, capture_serve, hf_states, model_and_prompts
 from alignprobe.importers import detect_format, import_source, open_source
 
-N, H = 8, 32
 IDS = [1, 3, 4]  # outputs of layers 1, 3, 4 = HF[2, 4, 5]: capture hf's eagle3 view for N=8
-
-
-@functools.lru_cache(maxsize=None)
-def _model_and_prompts():
-    from alignprobe.demo.scenarios import scenario_prompts
-    from alignprobe.demo.tiny_models import tiny_llama, train_briefly
-
-    model = train_briefly(tiny_llama(num_layers=N, hidden_size=H, seed=0), steps=20, batch=8, length=32)
-    return model, scenario_prompts(5, 1)
 
 
 def _bf16_bytes(t: torch.Tensor) -> bytes:
@@ -44,7 +33,7 @@ def _bf16_bytes(t: torch.Tensor) -> bytes:
 
 
 def write_target_cache(root, ids=IDS, samples_per_shard=3, manifest_ids=None):
-    model, prompts = _model_and_prompts()
+    _, prompts = model_and_prompts()
     os.makedirs(root, exist_ok=True)
     index, shards, shard, handle = bytearray(), [], -1, None
     for i, p in enumerate(prompts):
@@ -54,8 +43,7 @@ def write_target_cache(root, ids=IDS, samples_per_shard=3, manifest_ids=None):
             shard += 1
             shards.append({"shard_id": shard, "file_name": f"shard-{shard:05d}.bin"})
             handle = open(os.path.join(root, shards[-1]["file_name"]), "wb")
-        with torch.no_grad():
-            hs = model(input_ids=torch.tensor([p.token_ids]), output_hidden_states=True).hidden_states
+        hs = hf_states(p.token_ids)
         arrays = [np.asarray(p.token_ids, dtype=np.int32).tobytes(), bytes([1]) * len(p.token_ids),
                   bytes([0, 0] + [1] * (len(p.token_ids) - 2)),
                   _bf16_bytes(torch.cat([hs[k + 1][0] for k in ids], dim=-1)), _bf16_bytes(hs[-1][0])]
@@ -78,19 +66,14 @@ def write_target_cache(root, ids=IDS, samples_per_shard=3, manifest_ids=None):
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
-    from alignprobe.probes.hf import capture_hf
-
-    model, prompts = _model_and_prompts()
-    path = str(tmp_path_factory.mktemp("serve") / "serve.h5")
-    capture_hf(copy.deepcopy(model), prompts, path, batch_size=1, dtype="float32", progress=False)
-    return path
+    return capture_serve(tmp_path_factory.mktemp("serve"))
 
 
 def test_cache_passes_against_capture_hf_with_its_own_ids(tmp_path, serve):
     train = write_target_cache(str(tmp_path / "cache"))
     assert detect_format(train) == "deepspec"
     with open_source(train, in_place=True, num_layers=N) as src:
-        assert src.num_samples == 5 and len(src.plan.files) == 2
+        assert src.num_samples == 6 and len(src.plan.files) == 2
         assert src.plan.layer_ids == (1, 3, 4) and src.streams["aux"].hf_indices == (2, 4, 5)
         assert src.streams["final"].final_norm == "post" and src.streams["aux"].dtype == "bfloat16"
         first = src.token_ids(0)
@@ -109,7 +92,7 @@ def test_embedding_id_and_final_layer(tmp_path):
 
 def test_import_and_audit(tmp_path):
     train = write_target_cache(str(tmp_path / "cache"))
-    assert import_source(train, tmp_path / "c.h5", num_layers=N, progress=False).samples == 5
+    assert import_source(train, tmp_path / "c.h5", num_layers=N, progress=False).samples == 6
     report = audit([train])
     assert report.sources[0].format == "deepspec"
     assert not [f for f in report.findings if f.code == "unreadable"], report.findings

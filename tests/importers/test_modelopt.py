@@ -9,8 +9,6 @@ saves hidden_states[:, -1, :] of vLLM's [S, k+1, H] connector tensor (a view) an
 
 from __future__ import annotations
 
-import copy
-import functools
 import os
 
 import pytest
@@ -18,32 +16,18 @@ import torch
 
 from alignprobe.compare import compare
 from alignprobe.errors import BadInput
+from tests.helpers.foreign_writers import H, N, capture_serve, hf_states, model_and_prompts
 from alignprobe.importers import detect_format, open_source
 
-N, H = 8, 32
 IDS = [1, 3, 4]  # Model-Optimizer HF --aux-layers: outputs of layers 1, 3, 4 = HF[2, 4, 5], what capture hf trains on
 VLLM_IDS = [2, 4, 5]  # the same taps in vLLM's numbering
 
 
-@functools.lru_cache(maxsize=None)
-def _model_and_prompts():
-    from alignprobe.demo.scenarios import scenario_prompts
-    from alignprobe.demo.tiny_models import tiny_llama, train_briefly
-
-    model = train_briefly(tiny_llama(num_layers=N, hidden_size=H, seed=0), steps=20, batch=8, length=32)
-    return model, scenario_prompts(6, 1)
-
-
-def _hf_states(model, tokens):
-    with torch.no_grad():
-        return model(input_ids=torch.tensor([tokens]), output_hidden_states=True).hidden_states
-
-
 def write_hf_backend(root, ids=IDS):
-    model, prompts = _model_and_prompts()
+    _, prompts = model_and_prompts()
     os.makedirs(root, exist_ok=True)
     for i, p in enumerate(prompts):
-        hs = _hf_states(model, p.token_ids)
+        hs = hf_states(p.token_ids)
         torch.save({"input_ids": torch.tensor(p.token_ids), "hidden_states": hs[-1].squeeze(0).clone(),
                     "aux_hidden_states": torch.cat([hs[k + 1].squeeze(0) for k in ids], dim=-1),
                     "loss_mask": torch.ones(len(p.token_ids), dtype=torch.long), "conversation_id": i},
@@ -53,13 +37,13 @@ def write_hf_backend(root, ids=IDS):
 
 def write_vllm_backend(root, ids=VLLM_IDS):
     """vLLM's numbering (id k = HF[k]) and its final slice, id N, the last layer's pre-norm output."""
-    model, prompts = _model_and_prompts()
+    model, prompts = model_and_prompts()
     os.makedirs(root, exist_ok=True)
     pre = {}
     hook = model.model.layers[-1].register_forward_hook(lambda m, a, out: pre.update(x=out[0] if isinstance(out, tuple) else out))
     try:
         for i, p in enumerate(prompts):
-            hs = _hf_states(model, p.token_ids)
+            hs = hf_states(p.token_ids)
             connector = torch.stack([hs[k].squeeze(0) for k in ids] + [pre["x"].squeeze(0)], dim=1)  # [S, k+1, H]
             aux = connector[:, :-1, :]
             torch.save({"input_ids": torch.tensor(p.token_ids), "hidden_states": connector[:, -1, :],
@@ -73,12 +57,7 @@ def write_vllm_backend(root, ids=VLLM_IDS):
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
-    from alignprobe.probes.hf import capture_hf
-
-    model, prompts = _model_and_prompts()
-    path = str(tmp_path_factory.mktemp("serve") / "serve.h5")
-    capture_hf(copy.deepcopy(model), prompts, path, batch_size=1, dtype="float32", progress=False)
-    return path
+    return capture_serve(tmp_path_factory.mktemp("serve"))
 
 
 def test_hf_backend_passes_and_names_the_backend(tmp_path, serve):

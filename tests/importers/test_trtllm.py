@@ -11,8 +11,6 @@ configured explicitly.
 
 from __future__ import annotations
 
-import copy
-import functools
 import os
 
 import pytest
@@ -21,29 +19,19 @@ import torch
 from alignprobe.audit import audit
 from alignprobe.compare import compare
 from alignprobe.errors import BadInput
+from tests.helpers.foreign_writers import H, N, capture_serve, hf_states, model_and_prompts
 from alignprobe.importers import detect_format, import_source, open_source
 
-N, H = 8, 32
 IDS = [1, 3, 4]  # outputs of layers 1, 3, 4 = HF[2, 4, 5]: what capture hf's eagle3 view holds for N=8
-
-
-@functools.lru_cache(maxsize=None)
-def _model_and_prompts():
-    from alignprobe.demo.scenarios import scenario_prompts
-    from alignprobe.demo.tiny_models import tiny_llama, train_briefly
-
-    model = train_briefly(tiny_llama(num_layers=N, hidden_size=H, seed=0), steps=20, batch=8, length=32)
-    return model, scenario_prompts(5, 1)
 
 
 def write_save_state(root, ids=IDS, explicit_final=False, interval=2, aux_key="aux_hidden_states"):
     """What SaveHiddenStatesDrafter writes for the prompts (ids in any order: the buffer is sorted)."""
-    model, prompts = _model_and_prompts()
+    _, prompts = model_and_prompts()
     os.makedirs(root, exist_ok=True)
     records, written = [], []
     for it, p in enumerate(prompts, start=1):
-        with torch.no_grad():
-            hs = model(input_ids=torch.tensor([p.token_ids]), output_hidden_states=True).hidden_states
+        hs = hf_states(p.token_ids)
         buffer = torch.cat([hs[k + 1][0] for k in sorted(ids)] + [hs[-1][0]], dim=-1)  # [S, (k+1)*H]
         record = {"id": it, "input_ids": torch.tensor(p.token_ids, dtype=torch.long), "hidden_state": buffer[:, -H:].clone()}
         record[aux_key] = buffer.clone() if explicit_final else buffer[:, :-H].clone()
@@ -58,19 +46,14 @@ def write_save_state(root, ids=IDS, explicit_final=False, interval=2, aux_key="a
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
-    from alignprobe.probes.hf import capture_hf
-
-    model, prompts = _model_and_prompts()
-    path = str(tmp_path_factory.mktemp("serve") / "serve.h5")
-    capture_hf(copy.deepcopy(model), prompts, path, batch_size=1, dtype="float32", progress=False)
-    return path
+    return capture_serve(tmp_path_factory.mktemp("serve"))
 
 
 def test_records_of_several_files_pass_against_capture_hf(tmp_path, serve):
     train = write_save_state(str(tmp_path / "trt"))
     assert detect_format(train) == "trtllm"
     with open_source(train, in_place=True, layer_ids=IDS, num_layers=N) as src:
-        assert src.num_samples == 5 and len(src.plan.files) == 3  # 2 + 2 + 1 records
+        assert src.num_samples == 6 and len(src.plan.files) == 3  # 2 + 2 + 2 records
         assert src.streams["aux"].hf_indices == (2, 4, 5)
         assert src.streams["final"].final_norm == "post"
     result = compare(train, serve, train_import={"layer_ids": IDS})
@@ -94,7 +77,7 @@ def test_defaults_explicit_final_and_id_order(tmp_path, serve):
 def test_import_and_audit_read_each_record(tmp_path):
     train = write_save_state(str(tmp_path / "trt"))
     result = import_source(train, tmp_path / "t.h5", layer_ids=IDS, num_layers=N, progress=False)
-    assert result.samples == 5
+    assert result.samples == 6
     report = audit([train])
     assert report.sources[0].format == "trtllm"
     assert not [f for f in report.findings if f.code == "unreadable"], report.findings
