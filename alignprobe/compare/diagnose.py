@@ -16,6 +16,7 @@ from typing import cast
 
 from alignprobe.compare.diagnoses import cap_of
 from alignprobe.compare.diagnoses import tokens
+from alignprobe.compare.explain import index_offset
 from alignprobe.compare.diagnoses.explained import explanation_findings, judged, settled
 from alignprobe.compare.diagnoses.inputs import dtype_findings, same_dump_findings, swapped_findings
 from alignprobe.compare.diagnoses.layout import Layout, layout_findings, width_findings
@@ -31,7 +32,7 @@ from alignprobe.findings import Finding, Subject, make, resolve, verdict_of
 from alignprobe.findings.severity import Severity
 
 # how the findings of one class bear on another's, declared by the owning classes
-RULES = tokens.RULES
+RULES = tokens.RULES + index_offset.RULES
 
 
 @dataclasses.dataclass

@@ -18,13 +18,14 @@ from alignprobe.findings.severity import SEVERITY_RANK
 
 @dataclasses.dataclass(frozen=True)
 class Supersedes:
-    """A finding of code ``by`` replaces the findings of ``codes`` on its own stream (every stream
-    with ``same_stream=False``). Where ``keep_evidence``, the replaced ones' evidence joins it (its own
-    keys win): the measurement a cause explains stays at hand."""
+    """A finding of code ``by`` replaces the findings of ``codes`` on its own stream (``streams="same"``),
+    on the other streams only (``"other"``: a cause found on one stream that voids what the others
+    measured) or on every stream (``"any"``). Where ``keep_evidence``, the replaced ones' evidence joins
+    it (its own keys win): the measurement a cause explains stays at hand."""
 
     by: str
     codes: tuple[str, ...]
-    same_stream: bool = True
+    streams: str = "same"
     keep_evidence: bool = False
     when: Callable[[Finding], bool] = lambda finding: True  # only findings of ``by`` that pass this
 
@@ -45,7 +46,9 @@ Rule = Supersedes | Annotates
 
 
 def _bears(rule: Rule, by: Finding, other: Finding) -> bool:
-    return (other is not by and other.code in rule.codes and (not rule.same_stream or other.stream == by.stream))
+    streams = rule.streams if isinstance(rule, Supersedes) else "same" if rule.same_stream else "any"
+    on = {"same": other.stream == by.stream, "other": other.stream != by.stream, "any": True}[streams]
+    return other is not by and other.code in rule.codes and on
 
 
 def resolve(findings: Iterable[Finding], rules: Sequence[Rule]) -> list[Finding]:

@@ -85,7 +85,8 @@ def test_ids_off_by_one_is_layer_offset(tmp_path, serve):
     result = compare(train, serve, train_import={"layer_ids": [i - 1 for i in IDS]})  # told 0,2,3: read as HF[1, 3, 4], one layer shallower than they are
     assert result.verdict != "PASS"
     codes = {f.code for f in result.findings}
-    assert "layer_offset" in codes, codes
+    # the layers stream, paired by the same wrong claims, measured nothing of its own (index_offset.RULES)
+    assert codes == {"layer_offset"}, codes
 
 
 def test_backend_override_and_refusals(tmp_path):

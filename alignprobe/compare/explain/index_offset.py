@@ -26,6 +26,7 @@ from alignprobe.compare.diagnoses.engine_fix import offset_fix
 from alignprobe.compare.explain.base import (ExplainRows, Explanation, Named, Naming, RowFit, choice_columns, evidence_of,
                                              rel_rms, scored)
 from alignprobe.compare.result import ExplanationFit
+from alignprobe.findings import Supersedes
 from alignprobe.findings.severity import Severity
 
 
@@ -227,6 +228,15 @@ def _layer_of(rows: ExplainRows, x):
         if not best[0] <= EXACT_MARGIN * runner[0]:
             return None
     return key, best
+
+
+def _refutes_train_claims(finding) -> bool:
+    return "train_claimed" in finding.evidence
+
+
+# Where the train dump's claims are refuted, what another stream measured by pairing those claims with
+# the serve side's layers (a capture hf layer stack) compared other layers than it says: void.
+RULES = (Supersedes("layer_offset", ("wrong_taps", "numeric_drift"), streams="other", when=_refutes_train_claims),)
 
 
 def _train_claims_off(group: list, claimed: list[str], states: list[str], evidence: dict) -> Named:
