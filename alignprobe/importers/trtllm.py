@@ -66,7 +66,9 @@ class TrtllmLayout(Layout):
         return refs
 
     def read(self, ref: SampleRef, mmap: bool = True, strict: bool = True) -> ForeignSample:
-        records = load_torch_records(ref.path, mmap=mmap)
+        # always mapped: a file holds up to write_interval requests, and a decoded read of one of them
+        # would read all of them (a whole-file read per record: 20x the bytes at the default interval)
+        records = load_torch_records(ref.path, mmap=True)
         if ref.record is None or not 0 <= ref.record < len(records):
             raise BadInput(f"{ref}: the file holds {len(records)} records, not this one (it changed?)")
         record = records[ref.record]
