@@ -13,7 +13,14 @@ dump holds:
 
 ``layers="aux"`` keeps only the inputs the aux ids need (a large model's every layer is N x H floats
 a token). llama.cpp computes activations in float32 whatever the weights' type, so every stream is
-float32; the GGUF's file type (F32, F16, Q8_0, ...) is recorded as its quantization.
+float32; the GGUF's file type (F32, F16, Q8_0, ...) is recorded as its quantization, and the KV
+cache's type and flash attention (llama.cpp's defaults: f16, auto) in the capture settings. With an
+F32 GGUF they set the distance to an fp32 transformers capture; measured on the tiny 8-layer Llama of
+the engine tests (llama-cpp-python 0.3.36, CPU), the rel-RMS of HF[1]..HF[8]:
+
+    f16 cache, flash attention auto (= on)   1.9e-4 .. 7.6e-5   (on ignores the cache type: same with f32)
+    f16 cache, flash attention off           1.2e-4 .. 2.0e-5
+    f32 cache, flash attention off           1.8e-7 .. 9.8e-8   (float32 round-off)
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER
 from alignprobe.errors import BadInput
 from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, EngineFailed, check_engine_python, run_driver
 from alignprobe.probes.engine_side import LLAMACPP_DRIVER
+# the engine-side driver imports llama_cpp only inside run(): its table of cache types is shared from here
+from alignprobe.probes.engine_side.alignprobe_llamacpp_driver import CACHE_TYPES, FLASH_ATTN
 from alignprobe.probes.progress import progress_bar
 from alignprobe.probes.prompts import Prompt
 
@@ -75,6 +84,8 @@ def capture_llamacpp(
     layers: str = "all",
     python: str | None = None,
     threads: int | None = None,
+    cache_type: str = "f16",
+    flash_attn: str = "auto",
     timeout_s: float = DEFAULT_TIMEOUT_S,
     resume: bool = False,
     overwrite: bool = False,
@@ -86,7 +97,14 @@ def capture_llamacpp(
     ``layer_ids``: the drafter's ``eagle3.extract_layers`` (llama.cpp numbering: id k = HF[k], id
     n_layer = the pre-norm final), written as the ``aux`` stream; ``layers``: ``all`` keeps every
     layer's input as well, ``aux`` only the aux ids' (module doc). ``threads``: llama.cpp's CPU threads.
+    ``cache_type``: the KV cache's element type, llama.cpp's default f16 (what llama-server runs with
+    unless --cache-type-k/-v say otherwise), or f32, bf16, q8_0. ``flash_attn``: auto (llama.cpp's
+    default: on where the backend has it, as the CPU does), on or off.
     """
+    if cache_type not in CACHE_TYPES:
+        raise BadInput(f"cache type {cache_type!r}: give {', '.join(CACHE_TYPES)}")
+    if flash_attn not in FLASH_ATTN:
+        raise BadInput(f"flash attention {flash_attn!r}: give {', '.join(FLASH_ATTN)}")
     if layers not in LAYER_CHOICES:
         raise BadInput(f"layers {layers!r}: give {' or '.join(LAYER_CHOICES)}")
     if layers == "aux" and not layer_ids:
@@ -100,7 +118,8 @@ def capture_llamacpp(
     work = tempfile.mkdtemp(prefix="alignprobe-llamacpp-")  # kept when the engine fails: its log is there
     request = {"model": os.path.abspath(os.fspath(model_path)), "prompts": [list(map(int, p.token_ids)) for p in prompts],
                "layer_inputs": "all" if layers == "all" else "aux", "aux_ids": [int(i) for i in layer_ids or ()],
-               "out_dir": os.path.join(work, "rows"), "threads": threads}
+               "out_dir": os.path.join(work, "rows"), "threads": threads, "cache_type": cache_type,
+               "flash_attn": flash_attn}
     os.makedirs(request["out_dir"])
     result = run_driver("llama.cpp", python, LLAMACPP_DRIVER, request, work, timeout_s=timeout_s)
     try:
@@ -173,6 +192,8 @@ def _provenance(result, request, streams, given) -> Provenance:
         "layers": request["layer_inputs"],
         "streams": {stream: list(c.hf_indices) for stream, c in streams.items()},
         "threads": request["threads"],
+        "kv_cache_type": request["cache_type"],
+        "flash_attn": request["flash_attn"],
         "engine_start_s": round(float(result.get("start_s", 0.0)), 3),
         "engine_decode_s": round(float(result.get("decode_s", 0.0)), 3),
         "convention": "llama.cpp: id k = HF[k] (the input of layer k); id n_layer = the state before the final norm",

@@ -21,19 +21,23 @@ from alignprobe.cli.capture import capture, parse_layer_list
 @click.option("--engine-python", default=None, type=click.Path(),
               help="The Python of the venv llama-cpp-python is installed in [default: this one].")
 @click.option("--threads", default=None, type=click.IntRange(min=1), help="llama.cpp's CPU threads [default: all cores].")
+@click.option("--cache-type", default="f16", show_default=True, type=click.Choice(["f16", "f32", "bf16", "q8_0"]),
+              help="The KV cache's type, as llama-server's --cache-type-k/-v (its default f16).")
+@click.option("--flash-attn", default="auto", show_default=True, type=click.Choice(["auto", "on", "off"]),
+              help="As llama-server's --flash-attn; with an F32 GGUF, --cache-type f32 --flash-attn off is float32 end to end.")
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="Capture only the first N prompts.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def capture_llamacpp_command(model, tokens_from, prompts_path, out_path, layer_ids, layers, engine_python, threads,
-                             limit, resume, force, quiet) -> None:
+                             cache_type, flash_attn, limit, resume, force, quiet) -> None:
     """Capture what llama.cpp computes for a GGUF model: every layer's input, both finals, the drafter's taps."""
     from alignprobe.capture import capture_llamacpp
     from alignprobe.dump import open_dump
 
     ids = parse_layer_list(layer_ids, "--layer-ids", ())
     path = capture_llamacpp(out_path, model=model, tokens_from=tokens_from, prompts_path=prompts_path, layer_ids=ids,
-                            engine_python=engine_python, limit=limit, layers=layers, threads=threads, resume=resume,
+                            engine_python=engine_python, limit=limit, layers=layers, threads=threads, cache_type=cache_type, flash_attn=flash_attn, resume=resume,
                             overwrite=force, progress=not quiet)
     with open_dump(path) as dump:
         parts = ", ".join(f"{name} HF{list(c.hf_indices)}" for name, c in dump.streams.items())

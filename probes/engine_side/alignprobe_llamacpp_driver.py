@@ -3,7 +3,7 @@
     python alignprobe_llamacpp_driver.py REQUEST.json RESULT.json
 
 REQUEST: ``{"model": GGUF path, "prompts": [[token ids], ...], "layer_inputs": "all" or "aux", "aux_ids",
-"out_dir", "threads"}``: the inputs of every layer, or of the aux ids below n_layer.
+"out_dir", "threads", "cache_type", "flash_attn"}``: the inputs of every layer, or of the aux ids below n_layer.
 RESULT: ``{"files": [one .npz per prompt, in order], "layer_inputs": [the ids kept], "n_layer", "n_embd",
 "n_vocab", "architecture", "file_type", "description", "bindings_version", "start_s", "decode_s"}``, or
 ``{"error": "one line"}``.
@@ -39,6 +39,10 @@ import time
 SET_LAYER_INP = ("_Z30llama_set_embeddings_layer_inpP13llama_contextjb", "llama_set_embeddings_layer_inp")
 GET_LAYER_INP = ("_Z30llama_get_embeddings_layer_inpP13llama_contextj", "llama_get_embeddings_layer_inp")
 GGML_TYPE_F32 = 0
+# the KV cache's element type (type_k, type_v), as llama.cpp's --cache-type-k / --cache-type-v name them
+CACHE_TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q8_0": 8}
+# llama_flash_attn_type, as llama.cpp's --flash-attn names it
+FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}
 
 
 class _TensorHead(ctypes.Structure):
@@ -150,6 +154,8 @@ def run(request):
     params.embeddings = True
     params.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_NONE
     params.n_threads = params.n_threads_batch = int(request.get("threads") or os.cpu_count() or 1)
+    params.type_k = params.type_v = CACHE_TYPES[request.get("cache_type") or "f16"]
+    params.flash_attn_type = FLASH_ATTN[request.get("flash_attn") or "auto"]
     params.cb_eval = watch.callback
     params.cb_eval_user_data = None
     ctx = llama_cpp.llama_init_from_model(model, params)
