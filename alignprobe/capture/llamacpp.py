@@ -43,7 +43,7 @@ def capture_llamacpp(
         from alignprobe.probes.dump_prompts import prompts_from_dump
 
         prompts = prompts_from_dump(tokens_from, limit=limit).prompts
-    else:
+    elif prompts_path is not None:  # the one left: exactly one was given (checked above)
         from alignprobe.probes.prompts import load_prompts
 
         prompts = load_prompts(prompts_path, limit=limit).prompts
