@@ -11,6 +11,11 @@ dump holds:
     final          role final          HF[N] after it (``llama_get_embeddings``, ``result_norm``)
     aux            role drafter_input  with ``layer_ids``: the concat the drafter's fc reads, id k = HF[k]
 
+The aux stream is what llama.cpp's EAGLE-3 code reads, slice by slice: for id n_layer that is
+``llama_get_embeddings_nextn``, which on a Llama target is zeros (the driver's docstring says why),
+not the pre-norm final kept in ``final_prenorm``: compare then names the slice, where a drafter
+trained on the pre-norm final would silently get nothing.
+
 ``layers="aux"`` keeps only the inputs the aux ids need (a large model's every layer is N x H floats
 a token). llama.cpp computes activations in float32 whatever the weights' type, so every stream is
 float32; the GGUF's file type (F32, F16, Q8_0, ...) is recorded as its quantization, and the KV
@@ -63,8 +68,10 @@ def stream_claims(num_layers: int, hidden_size: int, layer_ids: Sequence[int] | 
                                    "llama_get_embeddings (result_norm): after the final norm")
     if layer_ids:
         mapping = map_layer_ids("llamacpp", layer_ids, n)
-        streams["aux"] = StreamClaim(mapping.hf_indices, h, n, dtype, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT,
-                                     f"llama.cpp eagle3.extract_layers {list(mapping.layer_ids)}: {mapping.rule}")
+        note = f"llama.cpp eagle3.extract_layers {list(mapping.layer_ids)}: {mapping.rule}"
+        if n in mapping.layer_ids:
+            note += f"; id {n} as EAGLE-3 reads it, llama_get_embeddings_nextn"
+        streams["aux"] = StreamClaim(mapping.hf_indices, h, n, dtype, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, note)
     return streams
 
 
@@ -146,7 +153,7 @@ def _write(result, prompts, out_path, layer_ids, layers, request, resume, overwr
         bar = progress_bar(len(prompts), len(prompts) - len(todo), progress, unit="prompt", desc="capture llamacpp")
         try:
             for prompt, path in todo:
-                states = _read(path, prompt, kept, n, h)
+                states = _read(path, prompt, kept, h, n in (layer_ids or ()))
                 writer.add(prompt.sample_id, prompt.token_ids, _streams_of(states, streams, kept, n))
                 bar.update(1)
         finally:
@@ -154,13 +161,14 @@ def _write(result, prompts, out_path, layer_ids, layers, request, resume, overwr
     return os.fspath(out_path)
 
 
-def _read(path: str, prompt: Prompt, kept: list[int], n: int, h: int) -> dict[str, np.ndarray]:
+def _read(path: str, prompt: Prompt, kept: list[int], h: int, nextn: bool) -> dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as data:
-        states = {key: data[key] for key in ("layer_inputs", "prenorm", "postnorm", "token_ids")}
+        states = {key: data[key] for key in ("layer_inputs", "prenorm", "postnorm", "nextn", "token_ids")}
     s = len(prompt.token_ids)
     if [int(t) for t in states["token_ids"]] != [int(t) for t in prompt.token_ids]:
         raise EngineFailed(f"llama.cpp's rows for sample {prompt.sample_id!r} are of other tokens")
-    want = {"layer_inputs": (s, len(kept), h), "prenorm": (s, h), "postnorm": (s, h)}
+    want = {"layer_inputs": (s, len(kept), h), "prenorm": (s, h), "postnorm": (s, h),
+            "nextn": (s if nextn else 0, h)}
     for key, shape in want.items():
         if states[key].shape != shape or states[key].dtype != np.float32:
             raise EngineFailed(f"llama.cpp gave {key} {states[key].shape} {states[key].dtype} for sample "
@@ -169,15 +177,17 @@ def _read(path: str, prompt: Prompt, kept: list[int], n: int, h: int) -> dict[st
 
 
 def _streams_of(states, streams: Mapping[str, StreamClaim], kept: list[int], n: int) -> dict[str, np.ndarray]:
-    def slice_of(hf: int) -> np.ndarray:
-        return states["prenorm"] if hf == n else states["layer_inputs"][:, kept.index(hf), :]
+    def slice_of(hf: int, stream: str) -> np.ndarray:
+        if hf == n:  # the drafter's id n_layer is what EAGLE-3 reads for it (module doc)
+            return states["nextn"] if stream == "aux" else states["prenorm"]
+        return states["layer_inputs"][:, kept.index(hf), :]
 
     out = {}
     for name, claim in streams.items():
         if name == "final":
             out[name] = states["postnorm"]
         else:
-            out[name] = np.concatenate([slice_of(hf) for hf in claim.hf_indices], axis=1)
+            out[name] = np.concatenate([slice_of(hf, name) for hf in claim.hf_indices], axis=1)
     return out
 
 

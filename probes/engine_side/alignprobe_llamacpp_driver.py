@@ -9,7 +9,8 @@ RESULT: ``{"files": [one .npz per prompt, in order], "layer_inputs": [the ids ke
 ``{"error": "one line"}``.
 
 Each .npz holds ``layer_inputs [S, len(ids), n_embd]`` (float32), ``prenorm [S, n_embd]``,
-``postnorm [S, n_embd]`` and ``token_ids [S]``. Where each comes from, in the vendored llama.cpp
+``postnorm [S, n_embd]``, ``nextn [S, n_embd]`` (or ``[0, n_embd]`` when not asked for) and
+``token_ids [S]``. Where each comes from, in the vendored llama.cpp
 (ggml-org/llama.cpp 0c1e5709, llama-cpp-python 0.3.36):
 
 - ``layer_inputs``: llama.cpp's own EAGLE-3 feature API, ``llama_set_embeddings_layer_inp(ctx, il,
@@ -21,9 +22,13 @@ Each .npz holds ``layer_inputs [S, len(ids), n_embd]`` (float32), ``prenorm [S, 
 - ``prenorm``: the graph tensor ``l_out-{n_layer-1}`` (the last layer's output, before the final
   norm) seen through the scheduler's eval callback (``cb_eval`` in llama_context_params). The
   feature API has no id for it on a Llama target: ``set_embeddings_layer_inp`` accepts il =
-  n_layer, but no Llama graph tensor is recorded there, and the nextn state EAGLE-3 reads for id
-  n_layer is set only by models that build it (src/models/openai-moe.cpp, deepseek2.cpp, ...).
+  n_layer, but no Llama graph tensor is recorded there (the graph asserts on it), and the nextn
+  state is built only by the models that set it (src/models/openai-moe.cpp, deepseek2.cpp, ...).
 - ``postnorm``: ``llama_get_embeddings`` with embeddings on and no pooling: ``result_norm``.
+- ``nextn`` (only when n_layer is an aux id): what EAGLE-3 reads for id n_layer,
+  ``llama_get_embeddings_nextn`` after ``llama_set_embeddings_nextn(ctx, true, false)``
+  (common/speculative.cpp). On a Llama target it is a buffer of zeros: src/models/llama.cpp never
+  sets ``t_h_nextn``, and speculative.cpp checks only for a null pointer (measured here).
 
 Every token is an output (batch logits all on), so the last layer runs on every row. Imports only
 llama_cpp, numpy and the standard library: never alignprobe.
@@ -163,6 +168,11 @@ def run(request):
         raise RuntimeError("llama.cpp could not create a context (see the log above)")
     for il in ids:
         set_layer_inp(ctx, il, True)
+    want_nextn = n_layer in aux
+    if want_nextn:
+        from llama_cpp import llama_cpp_ext
+
+        llama_cpp_ext.llama_set_embeddings_nextn(ctx, True, False)  # as speculative.cpp sets it for id n_layer
     start_s = time.monotonic() - started
 
     started = time.monotonic()
@@ -182,12 +192,20 @@ def run(request):
             layers = np.stack([np.ctypeslib.as_array(get_layer_inp(ctx, il), shape=(n, n_embd)).copy() for il in ids],
                               axis=1) if ids else np.zeros((n, 0, n_embd), dtype=np.float32)
             postnorm = np.ctypeslib.as_array(llama_cpp.llama_get_embeddings(ctx), shape=(n, n_embd)).copy()
+            nextn = np.zeros((0, n_embd), dtype=np.float32)
+            if want_nextn:
+                from llama_cpp import llama_cpp_ext
+
+                pointer = llama_cpp_ext.llama_get_embeddings_nextn(ctx)
+                if not pointer:
+                    raise RuntimeError(f"llama_get_embeddings_nextn gave no buffer: EAGLE-3 id {n_layer} would abort")
+                nextn = np.ctypeslib.as_array(pointer, shape=(n, n_embd)).copy()
             prenorm = watch.take()
             if prenorm is None or prenorm.shape != (n, n_embd):
                 got = None if prenorm is None else list(prenorm.shape)
                 raise RuntimeError(f"the graph tensor l_out-{n_layer - 1} gave {got} rows for {n} tokens")
             path = os.path.join(request["out_dir"], f"{index:06d}.npz")
-            np.savez(path, layer_inputs=layers, prenorm=prenorm, postnorm=postnorm,
+            np.savez(path, layer_inputs=layers, prenorm=prenorm, postnorm=postnorm, nextn=nextn,
                      token_ids=np.asarray(tokens, dtype=np.int64))
             files.append(path)
     finally:

@@ -3,7 +3,9 @@
 The tiny 8-layer Llama is converted to an F32 GGUF by the converter of the llama.cpp that runs it
 (tests/helpers/llamacpp_helpers.py) and captured for the same prompts by `capture hf` (fp32) and
 `capture llamacpp`. llama.cpp reads eagle3.extract_layers as HF[k], so ids 2,4,5 are the training
-view HF[2, 4, 5]; ids 1,3,4 (SGLang's numbering of those layers) are one layer shallow.
+view HF[2, 4, 5]; ids 1,3,4 (SGLang's numbering of those layers) are one layer shallow. Id 8
+(n_layer) is the pre-norm final by llama.cpp's rule, but a Llama target never builds the state
+EAGLE-3 reads for it (llama_get_embeddings_nextn): its slice is zeros, then stale memory.
 """
 
 import json
@@ -30,22 +32,26 @@ def llamacpp(tmp_path_factory):
     result, _ = run_cli(["capture", "hf", "--model", model, "--prompts", prompts, "--out", train, "--dtype", "fp32",
                          "--quiet"])
     assert result.exit_code == 0, result.output
+    train_prenorm = str(root / "train-2-4-8-pre.h5")  # a drafter trained on vLLM's ids 2,4,8 (id 8 pre-norm)
+    result, _ = run_cli(["capture", "hf", "--model", model, "--prompts", prompts, "--out", train_prenorm, "--dtype",
+                         "fp32", "--aux-layers", "2,4,8", "--aux-final-norm", "pre", "--quiet"])
+    assert result.exit_code == 0, result.output
     return {"root": root, "python": os.path.join(venv, "bin", "python"), "gguf": gguf, "train": train,
-            "prompts": prompts}
+            "train_prenorm": train_prenorm, "prompts": prompts}
 
 
-def capture(llamacpp, name, ids, extra=()):
+def capture(llamacpp, name, ids, extra=(), train_key="train"):
     from alignprobe.compare.compare import compare
     from alignprobe.dump import open_dump
 
     out = str(llamacpp["root"] / f"{name}.h5")
     result, capture_s = run_cli(["capture", "llamacpp", "--model", llamacpp["gguf"], "--engine-python", llamacpp["python"],
-                                 "--tokens-from", llamacpp["train"], "--layer-ids", ",".join(map(str, ids)), *extra,
+                                 "--tokens-from", llamacpp[train_key], "--layer-ids", ",".join(map(str, ids)), *extra,
                                  "--out", out, "--quiet"])
     assert result.exit_code == 0, result.output
     with open_dump(out) as dump:
         provenance = dump.provenance
-    verdict = compare(llamacpp["train"], out)
+    verdict = compare(llamacpp[train_key], out)
     table = slice_cosines(llamacpp["train"], out)
     rel_rms = per_layer_rel_rms(llamacpp["train"], out) if "layers" in provenance.capture["streams"] else {}
     record(name, engine="llama.cpp", version=provenance.engine_version, layer_ids=ids, dtype=provenance.dtype,
@@ -103,6 +109,17 @@ def test_ids_one_layer_shallow_are_named(llamacpp):
     offset = next(f for f in result.findings if f.code == "layer_offset")
     assert offset.evidence["shift"] == -1
     assert "eagle3.extract_layers to [2, 4, 5]" in offset.fix and "vLLM" not in offset.fix
+
+
+def test_id_n_layer_on_a_llama_target_feeds_the_drafter_no_state(llamacpp):
+    # what speculative.cpp reads for id 8 is llama_get_embeddings_nextn: never computed by a Llama graph
+    out, result, table, _ = capture(llamacpp, "llamacpp-2-4-8-nextn", [2, 4, NUM_LAYERS], FLOAT32, "train_prenorm")
+    assert result.verdict == "FAIL"
+    aux = {label: max(row.values()) for label, row in table.items() if label.startswith("aux")}
+    assert aux["aux[0] claims HF[2]"] > 0.99999 and aux["aux[1] claims HF[4]"] > 0.99999, aux
+    assert aux[f"aux[2] claims HF[{NUM_LAYERS}] pre-norm"] < 0.5, aux  # zeros (first prompt), then no state of the prompt
+    assert "degenerate" in {f.code for f in result.findings}
+    assert max(table["final_prenorm[0] claims HF[8] pre-norm"].values()) > 0.99999  # the graph's l_out-7 is right
 
 
 def test_an_engine_failure_is_one_line_naming_llamacpp(llamacpp, tmp_path):

@@ -38,15 +38,17 @@ def test_aux_only_keeps_the_inputs_the_ids_need():
     assert layer_inputs_needed(N, None, "all") == list(range(N))
 
 
-def driver_answer(folder, prompts, kept):
-    """What the driver writes: layer il's input is il + 1, the pre-norm final 100, the post-norm 200."""
+def driver_answer(folder, prompts, kept, nextn=False):
+    """What the driver writes: layer il's input is il + 1, the pre-norm final 100, the post-norm 200,
+    what EAGLE-3 reads for id n_layer (llama_get_embeddings_nextn) 300."""
     files = []
     for i, p in enumerate(prompts):
         s = len(p.token_ids)
         layers = np.stack([np.full((s, H), il + 1, np.float32) for il in kept], axis=1)
         path = os.path.join(folder, f"{i:06d}.npz")
         np.savez(path, layer_inputs=layers, prenorm=np.full((s, H), 100, np.float32),
-                 postnorm=np.full((s, H), 200, np.float32), token_ids=np.asarray(p.token_ids))
+                 postnorm=np.full((s, H), 200, np.float32), nextn=np.full((s if nextn else 0, H), 300, np.float32),
+                 token_ids=np.asarray(p.token_ids))
         files.append(path)
     return {"files": files, "layer_inputs": kept, "n_layer": N, "n_embd": H, "file_type": "0", "bindings_version": "x"}
 
@@ -61,13 +63,14 @@ def test_each_slice_is_the_state_it_claims(tmp_path, layers):
     prompts = [Prompt("a", [1, 2, 3]), Prompt("b", [4, 5])]
     ids = [2, 5, N]
     kept = layer_inputs_needed(N, ids, layers)
-    out = _write(driver_answer(str(tmp_path), prompts, kept), prompts, tmp_path / "d.h5", ids, layers,
+    out = _write(driver_answer(str(tmp_path), prompts, kept, nextn=True), prompts, tmp_path / "d.h5", ids, layers,
                  request(ids, layers), False, False, False, None)
     with open_dump(out) as dump:
         assert dump.provenance.engine == "llama.cpp" and dump.provenance.quantization == ""  # an F32 GGUF
         for p in prompts:
             aux = dump.states(p.sample_id, "aux").reshape(len(p.token_ids), 3, H)
-            assert aux[:, :, 0].tolist() == [[3, 6, 100]] * len(p.token_ids)
+            # id N in the aux stream is what EAGLE-3 reads (nextn), final_prenorm the graph's l_out-{N-1}
+            assert aux[:, :, 0].tolist() == [[3, 6, 300]] * len(p.token_ids)
             assert set(dump.states(p.sample_id, "final").ravel()) == {200}
             assert set(dump.states(p.sample_id, "final_prenorm").ravel()) == {100}
             if layers == "all":
