@@ -86,7 +86,8 @@ SOURCES = {
         "EAGLE-3 reads the drafter GGUF's eagle3.extract_layers and, for each id k < n_layer, "
         "llama_get_embeddings_layer_inp(ctx_tgt, k), which src/models/llama.cpp records as t_layer_inp[il] = "
         "inpL at the top of layer il (the input of layer k = HF[k]); id k = n_layer reads "
-        "llama_get_embeddings_nextn, the state before the final norm (set by the models that build it); "
+        "llama_get_embeddings_nextn, the state before the final norm (only models that set t_h_nextn build it: "
+        "openai-moe, deepseek2, qwen3next...; on a Llama target the buffer is never written, measured zeros); "
         "convert_hf_to_gguf.py conversion/llama.py writes the ids as given in eagle_aux_hidden_state_layer_ids, "
         "default [2, N//2, N-3]"
     ),
