@@ -83,13 +83,14 @@ SOURCES = {
     ),
     "llamacpp": (
         "ggml-org/llama.cpp (commit 0c1e5709, vendored by llama-cpp-python 0.3.36) common/speculative.cpp: "
-        "EAGLE-3 reads the drafter GGUF's eagle3.extract_layers and, for each id k < n_layer, "
+        "EAGLE-3 reads the drafter GGUF's eagle3.target_layers (LLM_KV_TARGET_LAYERS, src/llama-arch.cpp; "
+        "eagle3.extract_layers before the rename, src/models/eagle3.cpp at 0274f0fc) and, for each id k < n_layer, "
         "llama_get_embeddings_layer_inp(ctx_tgt, k), which src/models/llama.cpp records as t_layer_inp[il] = "
         "inpL at the top of layer il (the input of layer k = HF[k]); id k = n_layer reads "
         "llama_get_embeddings_nextn, the state before the final norm (only models that set t_h_nextn build it: "
         "openai-moe, deepseek2, qwen3next...; on a Llama target the buffer is never written, measured zeros); "
-        "convert_hf_to_gguf.py conversion/llama.py writes the ids as given in eagle_aux_hidden_state_layer_ids, "
-        "default [2, N//2, N-3]"
+        "convert_hf_to_gguf.py conversion/llama.py writes the drafter config's top-level "
+        "eagle_aux_hidden_state_layer_ids (not eagle_config's), default [2, N//2, N-3]"
     ),
     "eagle3": (
         "SafeAILab/EAGLE eagle/model/modeling_llama_kv.py: appends hidden_states BEFORE layer idx for "
@@ -175,7 +176,7 @@ def map_layer_ids(
         return LayerMapping(system, ids, ids, FINAL_NORM_PRE, rule)
     if system == "llamacpp":
         return LayerMapping(system, ids, ids, FINAL_NORM_PRE,
-                            "llama.cpp EAGLE-3 (eagle3.extract_layers): id k is the input of layer k = HF[k], "
+                            "llama.cpp EAGLE-3 (eagle3.target_layers): id k is the input of layer k = HF[k], "
                             "no offset; id n_layer is the last layer's output before the final norm")
     if system == "eagle3":
         return LayerMapping(system, ids, ids, FINAL_NORM_POST, "EAGLE-3 reference: id k is the input of layer k = HF[k]")

@@ -1,6 +1,6 @@
 """The llama.cpp probe: run a GGUF model through llama-cpp-python and write what llama.cpp computes.
 
-llama.cpp serves EAGLE-3 by reading, for every id k of the drafter GGUF's ``eagle3.extract_layers``,
+llama.cpp serves EAGLE-3 by reading, for every id k of the drafter GGUF's ``eagle3.target_layers``,
 the input of target layer k (``llama_get_embeddings_layer_inp``; id n_layer: the state before the
 final norm): conventions.SOURCES["llamacpp"]. The model runs in llama.cpp's own Python through
 probes/engine_side/alignprobe_llamacpp_driver.py (which says where each state is read), and the
@@ -68,7 +68,7 @@ def stream_claims(num_layers: int, hidden_size: int, layer_ids: Sequence[int] | 
                                    "llama_get_embeddings (result_norm): after the final norm")
     if layer_ids:
         mapping = map_layer_ids("llamacpp", layer_ids, n)
-        note = f"llama.cpp eagle3.extract_layers {list(mapping.layer_ids)}: {mapping.rule}"
+        note = f"llama.cpp eagle3.target_layers {list(mapping.layer_ids)}: {mapping.rule}"
         if n in mapping.layer_ids:
             note += f"; id {n} as EAGLE-3 reads it, llama_get_embeddings_nextn"
         streams["aux"] = StreamClaim(mapping.hf_indices, h, n, dtype, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, note)
@@ -93,6 +93,7 @@ def capture_llamacpp(
     threads: int | None = None,
     cache_type: str = "f16",
     flash_attn: str = "auto",
+    drafter: str | os.PathLike | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     resume: bool = False,
     overwrite: bool = False,
@@ -101,21 +102,25 @@ def capture_llamacpp(
 ) -> str:
     """Run ``prompts`` through the GGUF at ``model_path`` in llama.cpp (``python``: its venv) into a dump.
 
-    ``layer_ids``: the drafter's ``eagle3.extract_layers`` (llama.cpp numbering: id k = HF[k], id
+    ``layer_ids``: the drafter's ``eagle3.target_layers`` (llama.cpp numbering: id k = HF[k], id
     n_layer = the pre-norm final), written as the ``aux`` stream; ``layers``: ``all`` keeps every
     layer's input as well, ``aux`` only the aux ids' (module doc). ``threads``: llama.cpp's CPU threads.
     ``cache_type``: the KV cache's element type, llama.cpp's default f16 (what llama-server runs with
     unless --cache-type-k/-v say otherwise), or f32, bf16, q8_0. ``flash_attn``: auto (llama.cpp's
-    default: on where the backend has it, as the CPU does), on or off.
+    default: on where the backend has it, as the CPU does), on or off. ``drafter``: instead of
+    ``layer_ids``, an EAGLE-3 drafter GGUF whose ids (and their width, checked against the target's)
+    llama.cpp reads itself, as it does when it serves the pair.
     """
+    if drafter is not None and layer_ids:
+        raise BadInput("give --drafter or --layer-ids, not both: the drafter GGUF says which layers it reads")
     if cache_type not in CACHE_TYPES:
         raise BadInput(f"cache type {cache_type!r}: give {', '.join(CACHE_TYPES)}")
     if flash_attn not in FLASH_ATTN:
         raise BadInput(f"flash attention {flash_attn!r}: give {', '.join(FLASH_ATTN)}")
     if layers not in LAYER_CHOICES:
         raise BadInput(f"layers {layers!r}: give {' or '.join(LAYER_CHOICES)}")
-    if layers == "aux" and not layer_ids:
-        raise BadInput("--layers aux keeps only the drafter's taps: give them with --layer-ids")
+    if layers == "aux" and not layer_ids and drafter is None:
+        raise BadInput("--layers aux keeps only the drafter's taps: give them with --layer-ids or --drafter")
     if layer_ids is not None and len(set(layer_ids)) != len(layer_ids):
         raise BadInput(f"layer ids {list(layer_ids)} repeat an id")
     prompts = list(prompts)
@@ -126,10 +131,12 @@ def capture_llamacpp(
     request = {"model": os.path.abspath(os.fspath(model_path)), "prompts": [list(map(int, p.token_ids)) for p in prompts],
                "layer_inputs": "all" if layers == "all" else "aux", "aux_ids": [int(i) for i in layer_ids or ()],
                "out_dir": os.path.join(work, "rows"), "threads": threads, "cache_type": cache_type,
-               "flash_attn": flash_attn}
+               "flash_attn": flash_attn, "drafter": os.path.abspath(os.fspath(drafter)) if drafter else None}
     os.makedirs(request["out_dir"])
     result = run_driver("llama.cpp", python, LLAMACPP_DRIVER, request, work, timeout_s=timeout_s)
     try:
+        if drafter is not None:
+            layer_ids = list((result.get("drafter") or {}).get("layer_ids") or ())
         return _write(result, prompts, out_path, layer_ids, layers, request, resume, overwrite, progress, provenance)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -191,6 +198,10 @@ def _streams_of(states, streams: Mapping[str, StreamClaim], kept: list[int], n: 
     return out
 
 
+def layer_ids_of(result, request) -> list[int]:
+    return list((result.get("drafter") or {}).get("layer_ids") or request["aux_ids"])
+
+
 def _provenance(result, request, streams, given) -> Provenance:
     file_type = str(result.get("file_type", ""))
     name = FILE_TYPES.get(file_type, f"GGUF file type {file_type}" if file_type else "")
@@ -198,7 +209,8 @@ def _provenance(result, request, streams, given) -> Provenance:
         "gguf": request["model"],
         "architecture": result.get("architecture", ""),
         "description": result.get("description", ""),
-        "layer_ids": request["aux_ids"],
+        "layer_ids": list(layer_ids_of(result, request)),
+        "drafter": result.get("drafter") and {"gguf": request["drafter"], **result["drafter"]},
         "layers": request["layer_inputs"],
         "streams": {stream: list(c.hf_indices) for stream, c in streams.items()},
         "threads": request["threads"],

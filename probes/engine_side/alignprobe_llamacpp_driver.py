@@ -3,9 +3,12 @@
     python alignprobe_llamacpp_driver.py REQUEST.json RESULT.json
 
 REQUEST: ``{"model": GGUF path, "prompts": [[token ids], ...], "layer_inputs": "all" or "aux", "aux_ids",
-"out_dir", "threads", "cache_type", "flash_attn"}``: the inputs of every layer, or of the aux ids below n_layer.
+"out_dir", "threads", "cache_type", "flash_attn", "drafter"}``: the inputs of every layer, or of the aux ids
+below n_layer. ``drafter``: an EAGLE-3 drafter GGUF whose ids llama.cpp itself reads (loaded as a model:
+``llama_model_target_layer_ids``), used in place of ``aux_ids``.
 RESULT: ``{"files": [one .npz per prompt, in order], "layer_inputs": [the ids kept], "n_layer", "n_embd",
-"n_vocab", "architecture", "file_type", "description", "bindings_version", "start_s", "decode_s"}``, or
+"n_vocab", "architecture", "file_type", "description", "bindings_version", "start_s", "decode_s", "drafter":
+{"architecture", "layer_ids", "target_hidden_size"} or null}``, or
 ``{"error": "one line"}``.
 
 Each .npz holds ``layer_inputs [S, len(ids), n_embd]`` (float32), ``prenorm [S, n_embd]``,
@@ -43,6 +46,8 @@ import time
 # llama-ext.h declares its functions without extern "C": the Itanium C++ names (Linux, macOS) first.
 SET_LAYER_INP = ("_Z30llama_set_embeddings_layer_inpP13llama_contextjb", "llama_set_embeddings_layer_inp")
 GET_LAYER_INP = ("_Z30llama_get_embeddings_layer_inpP13llama_contextj", "llama_get_embeddings_layer_inp")
+TARGET_IDS = ("_Z28llama_model_target_layer_idsPK11llama_model", "llama_model_target_layer_ids")
+TARGET_IDS_N = ("_Z30llama_model_target_layer_ids_nPK11llama_model", "llama_model_target_layer_ids_n")
 GGML_TYPE_F32 = 0
 # the KV cache's element type (type_k, type_v), as llama.cpp's --cache-type-k / --cache-type-v name them
 CACHE_TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q8_0": 8}
@@ -104,6 +109,28 @@ class PrenormWatch:
         return np.concatenate(rows) if rows else None
 
 
+def drafter_taps(llama_cpp, path):
+    """What llama.cpp reads from a drafter GGUF: its architecture, target layer ids (``eagle3.target_layers``,
+    ``eagle3.extract_layers`` in older files) and their width (``eagle3.target_hidden_size``)."""
+    lib = llama_cpp.llama_cpp._lib
+    ids_n = _symbol(lib, TARGET_IDS_N, [llama_cpp.llama_model_p_ctypes], ctypes.c_uint32)
+    ids_of = _symbol(lib, TARGET_IDS, [llama_cpp.llama_model_p_ctypes], ctypes.POINTER(ctypes.c_int32))
+    model = llama_cpp.llama_model_load_from_file(path.encode(), llama_cpp.llama_model_default_params())
+    if not model:
+        raise RuntimeError(f"llama.cpp could not load the drafter {path} (see the log above)")
+    try:
+        arch, count = _meta(llama_cpp, model, "general.architecture"), ids_n(model)
+        if not count:
+            raise ValueError(f"the drafter {path} ({arch}) declares no target layers: not an EAGLE-3 drafter GGUF")
+        pointer = ids_of(model)
+        ids = [int(pointer[i]) for i in range(count)]
+        width_text = _meta(llama_cpp, model, f"{arch}.target_hidden_size")
+        width = int(width_text) if width_text.isdigit() else None
+    finally:
+        llama_cpp.llama_model_free(model)
+    return {"architecture": arch, "layer_ids": ids, "target_hidden_size": width}
+
+
 def _meta(llama_cpp, model, key):
     buf = ctypes.create_string_buffer(256)
     n = llama_cpp.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
@@ -134,7 +161,11 @@ def run(request):
         raise RuntimeError(f"llama.cpp could not load {request['model']} (see the log above)")
     n_layer, n_embd = llama_cpp.llama_model_n_layer(model), llama_cpp.llama_model_n_embd(model)
     n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
-    aux = [int(i) for i in request.get("aux_ids") or ()]
+    drafter = drafter_taps(llama_cpp, request["drafter"]) if request.get("drafter") else None
+    if drafter and drafter["target_hidden_size"] not in (None, n_embd):
+        raise ValueError(f"the drafter reads target states {drafter['target_hidden_size']} wide, this target's are "
+                         f"{n_embd}: it was made for another target")
+    aux = drafter["layer_ids"] if drafter else [int(i) for i in request.get("aux_ids") or ()]
     bad = [i for i in aux if not 0 <= i <= n_layer]
     if bad:
         raise ValueError(f"layer ids {bad} are outside 0..{n_layer} for this {n_layer}-layer model")
@@ -215,7 +246,7 @@ def run(request):
     result = {"files": files, "layer_inputs": ids, "n_layer": n_layer, "n_embd": n_embd, "n_vocab": n_vocab,
               "architecture": _meta(llama_cpp, model, "general.architecture"),
               "file_type": _meta(llama_cpp, model, "general.file_type"), "description": _description(llama_cpp, model),
-              "bindings_version": llama_cpp.__version__, "start_s": start_s, "decode_s": decode_s}
+              "bindings_version": llama_cpp.__version__, "start_s": start_s, "decode_s": decode_s, "drafter": drafter}
     llama_cpp.llama_model_free(model)
     return result
 

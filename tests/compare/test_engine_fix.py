@@ -5,7 +5,7 @@ from alignprobe.compare.diagnoses.engine_fix import engine_of, offset_fix
 
 def test_a_llamacpp_offset_is_fixed_in_the_drafter_gguf():
     fix, cause = offset_fix(-1, [2, 4, 5], {"engine": "llama.cpp"}, {"engine": "transformers"})
-    assert fix.startswith("Set eagle3.extract_layers to [2, 4, 5]")
+    assert fix.startswith("Set the drafter GGUF's target layers to [2, 4, 5]") and "eagle3.target_layers" in fix
     assert "eagle_aux_hidden_state_layer_ids" in fix and "convert_hf_to_gguf.py" in fix
     assert "vLLM" not in fix and "SGLang" not in fix
     assert "input of layer k" in cause

@@ -2,7 +2,7 @@
 
 The tiny 8-layer Llama is converted to an F32 GGUF by the converter of the llama.cpp that runs it
 (tests/helpers/llamacpp_helpers.py) and captured for the same prompts by `capture hf` (fp32) and
-`capture llamacpp`. llama.cpp reads eagle3.extract_layers as HF[k], so ids 2,4,5 are the training
+`capture llamacpp`. llama.cpp reads eagle3.target_layers as HF[k], so ids 2,4,5 are the training
 view HF[2, 4, 5]; ids 1,3,4 (SGLang's numbering of those layers) are one layer shallow. Id 8
 (n_layer) is the pre-norm final by llama.cpp's rule, but a Llama target never builds the state
 EAGLE-3 reads for it (llama_get_embeddings_nextn): its slice is zeros, then stale memory.
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from engine_helpers import DEFAULT_HF, NUM_LAYERS, best_match, engine_venv, record, run_cli, slice_cosines, summarize, write_prompts
-from llamacpp_helpers import HIDDEN, convert_to_gguf, save_trained_model
+from llamacpp_helpers import HIDDEN, convert_drafter, convert_to_gguf, save_trained_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 FLOAT32 = ["--cache-type", "f32", "--flash-attn", "off"]  # float32 end to end (llama.cpp's defaults: f16, auto)
@@ -36,17 +36,19 @@ def llamacpp(tmp_path_factory):
     result, _ = run_cli(["capture", "hf", "--model", model, "--prompts", prompts, "--out", train_prenorm, "--dtype",
                          "fp32", "--aux-layers", "2,4,8", "--aux-final-norm", "pre", "--quiet"])
     assert result.exit_code == 0, result.output
-    return {"root": root, "python": os.path.join(venv, "bin", "python"), "gguf": gguf, "train": train,
-            "train_prenorm": train_prenorm, "prompts": prompts}
+    return {"root": root, "venv": venv, "python": os.path.join(venv, "bin", "python"), "gguf": gguf, "train": train,
+            "train_prenorm": train_prenorm, "prompts": prompts, "model": model}
 
 
 def capture(llamacpp, name, ids, extra=(), train_key="train"):
+    """capture llamacpp with ``ids`` (None: the ids come from a --drafter in ``extra``), compared and recorded."""
     from alignprobe.compare.compare import compare
     from alignprobe.dump import open_dump
 
     out = str(llamacpp["root"] / f"{name}.h5")
     result, capture_s = run_cli(["capture", "llamacpp", "--model", llamacpp["gguf"], "--engine-python", llamacpp["python"],
-                                 "--tokens-from", llamacpp[train_key], "--layer-ids", ",".join(map(str, ids)), *extra,
+                                 "--tokens-from", llamacpp[train_key], *(["--layer-ids", ",".join(map(str, ids))] if ids else []),
+                                 *extra,
                                  "--out", out, "--quiet"])
     assert result.exit_code == 0, result.output
     with open_dump(out) as dump:
@@ -54,7 +56,7 @@ def capture(llamacpp, name, ids, extra=(), train_key="train"):
     verdict = compare(llamacpp[train_key], out)
     table = slice_cosines(llamacpp["train"], out)
     rel_rms = per_layer_rel_rms(llamacpp["train"], out) if "layers" in provenance.capture["streams"] else {}
-    record(name, engine="llama.cpp", version=provenance.engine_version, layer_ids=ids, dtype=provenance.dtype,
+    record(name, engine="llama.cpp", version=provenance.engine_version, layer_ids=provenance.capture["layer_ids"], dtype=provenance.dtype,
            kv_cache=provenance.capture["kv_cache_type"], flash_attn=provenance.capture["flash_attn"],
            start_s=provenance.capture["engine_start_s"], capture_s=round(capture_s, 2), **summarize(verdict),
            rel_rms=rel_rms, cosines=table)
@@ -108,7 +110,7 @@ def test_ids_one_layer_shallow_are_named(llamacpp):
     assert result.verdict == "FAIL"
     offset = next(f for f in result.findings if f.code == "layer_offset")
     assert offset.evidence["shift"] == -1
-    assert "eagle3.extract_layers to [2, 4, 5]" in offset.fix and "vLLM" not in offset.fix
+    assert "target layers to [2, 4, 5]" in offset.fix and "vLLM" not in offset.fix
 
 
 def test_id_n_layer_on_a_llama_target_feeds_the_drafter_no_state(llamacpp):
@@ -120,6 +122,30 @@ def test_id_n_layer_on_a_llama_target_feeds_the_drafter_no_state(llamacpp):
     assert aux[f"aux[2] claims HF[{NUM_LAYERS}] pre-norm"] < 0.5, aux  # zeros (first prompt), then no state of the prompt
     assert "degenerate" in {f.code for f in result.findings}
     assert max(table["final_prenorm[0] claims HF[8] pre-norm"].values()) > 0.99999  # the graph's l_out-7 is right
+
+
+@pytest.mark.parametrize("ids, top_level, read, verdict", [
+    ([2, 4, 5], True, [2, 4, 5], "PASS"),
+    ([1, 3, 4], True, [1, 3, 4], "FAIL"),
+    # SpecForge's layout (ids only in eagle_config): the converter writes its default, [2, N//2, N-3]
+    ([1, 3, 4], False, [2, 4, 5], "PASS"),
+])
+def test_a_drafter_gguf_says_which_layers_llamacpp_feeds_it(llamacpp, ids, top_level, read, verdict):
+    # a drafter converted by llama.cpp's own converter: llama.cpp reads its target layers itself
+    from alignprobe.dump import open_dump
+
+    name = "-".join(map(str, ids)) + ("" if top_level else "-eagle-config")
+    drafter = convert_drafter(llamacpp["venv"], llamacpp["model"], ids, str(llamacpp["root"] / f"draft-{name}.gguf"),
+                              str(llamacpp["root"] / "convert.log"), top_level=top_level)
+    out, result, table, _ = capture(llamacpp, f"llamacpp-drafter-{name}", None, ["--drafter", drafter, "--layers", "aux",
+                                                                               *FLOAT32])
+    with open_dump(out) as dump:
+        assert dump.provenance.capture["drafter"]["layer_ids"] == read
+        assert dump.provenance.capture["drafter"]["target_hidden_size"] == HIDDEN
+    assert result.verdict == verdict, [(f.code, f.title) for f in result.findings]
+    if verdict == "FAIL":
+        offset = next(f for f in result.findings if f.code == "layer_offset")
+        assert offset.evidence["shift"] == -1 and "target layers to [2, 4, 5]" in offset.fix
 
 
 def test_an_engine_failure_is_one_line_naming_llamacpp(llamacpp, tmp_path):

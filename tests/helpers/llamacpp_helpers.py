@@ -61,3 +61,25 @@ def convert_to_gguf(venv: str, model_dir: str, out: str, log_path: str) -> str:
         subprocess.run([python, converter, model_dir, "--outtype", "f32", "--outfile", out], check=True,
                        stdout=log, stderr=subprocess.STDOUT)
     return out
+
+
+def convert_drafter(venv: str, target_dir: str, layer_ids, path: str, log_path: str, top_level: bool = True) -> str:
+    """An untrained EAGLE-3 drafter for ``target_dir`` reading ``layer_ids`` (SpecForge's layout,
+    alignprobe.demo.tiny_drafter: the ids in ``eagle_config``), converted to a GGUF at ``path`` by the
+    venv's converter. That converter (conversion/llama.py at llama.cpp 0c1e5709) reads only a top-level
+    ``eagle_aux_hidden_state_layer_ids``, so ``top_level`` puts the ids there too; without it the GGUF
+    gets the converter's default, [2, N//2, N-3]."""
+    from transformers import AutoConfig
+
+    from alignprobe.demo.tiny_drafter import drafter_config, init_drafter_weights, save_drafter
+
+    config = drafter_config(AutoConfig.from_pretrained(target_dir), layer_ids)
+    if top_level:
+        config["eagle_aux_hidden_state_layer_ids"] = list(layer_ids)
+    folder = save_drafter(path + ".hf", config, init_drafter_weights(config))
+    python = os.path.join(venv, "bin", "python")
+    converter = os.path.join(venv, "llama.cpp", "convert_hf_to_gguf.py")
+    with open(log_path, "ab") as log:
+        subprocess.run([python, converter, folder, "--target-model-dir", target_dir, "--outtype", "f32", "--outfile", path],
+                       check=True, stdout=log, stderr=subprocess.STDOUT)
+    return path
