@@ -159,3 +159,9 @@ def test_an_engine_failure_is_one_line_naming_llamacpp(llamacpp, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("alignprobe: llama.cpp failed: "), result.output
     assert "vocabulary of 512" in lines[0]
     assert not out.exists()
+    # the target given as its own drafter: llama.cpp finds no target layers in it
+    result, _ = run_cli(["capture", "llamacpp", "--model", llamacpp["gguf"], "--engine-python", llamacpp["python"],
+                         "--drafter", llamacpp["gguf"], "--tokens-from", llamacpp["train"], "--out", str(out)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and "not an EAGLE-3 drafter GGUF" in lines[0], result.output
+    assert not out.exists()
