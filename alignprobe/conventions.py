@@ -81,6 +81,17 @@ SOURCES = {
         "output of the last layer), id -1 hooks embed_tokens (HF[0]); target_last_hidden_states is the "
         "backbone's last_hidden_state (post-norm); ids are stored ascending in the cache's manifest.json"
     ),
+    "llamacpp": (
+        "ggml-org/llama.cpp (commit 0c1e5709, vendored by llama-cpp-python 0.3.36) common/speculative.cpp: "
+        "EAGLE-3 reads the drafter GGUF's eagle3.target_layers (LLM_KV_TARGET_LAYERS, src/llama-arch.cpp; "
+        "eagle3.extract_layers before the rename, src/models/eagle3.cpp at 0274f0fc) and, for each id k < n_layer, "
+        "llama_get_embeddings_layer_inp(ctx_tgt, k), which src/models/llama.cpp records as t_layer_inp[il] = "
+        "inpL at the top of layer il (the input of layer k = HF[k]); id k = n_layer reads "
+        "llama_get_embeddings_nextn, the state before the final norm (only models that set t_h_nextn build it: "
+        "openai-moe, deepseek2, qwen3next...; on a Llama target the buffer is never written, measured zeros); "
+        "convert_hf_to_gguf.py conversion/llama.py writes the drafter config's top-level "
+        "eagle_aux_hidden_state_layer_ids (not eagle_config's), default [2, N//2, N-3]"
+    ),
     "eagle3": (
         "SafeAILab/EAGLE eagle/model/modeling_llama_kv.py: appends hidden_states BEFORE layer idx for "
         "idx in (2, N//2, N-3), i.e. HF[2], HF[N//2], HF[N-3]"
@@ -115,6 +126,7 @@ def default_layer_ids(system: str, num_layers: int) -> tuple[int, ...]:
         "eagle3": (2, n // 2, n - 3),
         "hf": (2, n // 2, n - 3),
         "trtllm": (1, n // 2 - 1, n - 4),
+        "llamacpp": (2, n // 2, n - 3),
     }
     return defaults[_known(system)]
 
@@ -162,6 +174,10 @@ def map_layer_ids(
         who = "speculators (vLLM extract_hidden_states)" if system == "speculators" else "vLLM 2026-06+"
         rule = f"{who}: id k is the input of layer k = HF[k], no offset; id N is the last layer's output before the norm"
         return LayerMapping(system, ids, ids, FINAL_NORM_PRE, rule)
+    if system == "llamacpp":
+        return LayerMapping(system, ids, ids, FINAL_NORM_PRE,
+                            "llama.cpp EAGLE-3 (eagle3.target_layers): id k is the input of layer k = HF[k], "
+                            "no offset; id n_layer is the last layer's output before the final norm")
     if system == "eagle3":
         return LayerMapping(system, ids, ids, FINAL_NORM_POST, "EAGLE-3 reference: id k is the input of layer k = HF[k]")
     if system == "trtllm":
@@ -232,7 +248,7 @@ def shift_explanations(shift: int) -> list[str]:
 # 'eagle' preset is computed by modelopt itself (default_eagle_aux_layer_ids), not read here.
 NO_DEFAULT_IDS = ("modelopt-hf", "modelopt-vllm", "deepspec")
 SYSTEMS = ("hf", "eagle3", "sglang", "specforge", "vllm", "speculators", "trtllm", "modelopt-hf", "modelopt-vllm",
-           "deepspec")
+           "deepspec", "llamacpp")
 
 
 def _known(system: str) -> str:

@@ -11,3 +11,4 @@ import os
 ENGINE_SIDE_DIR = os.path.dirname(os.path.abspath(__file__))
 VLLM_DRIVER = os.path.join(ENGINE_SIDE_DIR, "alignprobe_vllm_driver.py")
 SGLANG_DRIVER = os.path.join(ENGINE_SIDE_DIR, "alignprobe_sglang_driver.py")
+LLAMACPP_DRIVER = os.path.join(ENGINE_SIDE_DIR, "alignprobe_llamacpp_driver.py")

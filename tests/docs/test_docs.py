@@ -43,6 +43,7 @@ EXAMPLES = [
     ("specforge", "deepseek_v3", None, True, "SpecForge (its default ids, captured through SGLang)"),
     ("vllm", "deepseek_v3", (2, 30, 58, 61), True, "vLLM `eagle_aux_hidden_state_layer_ids`"),
     ("speculators", "deepseek_v3", None, True, "speculators (its default ids, through vLLM)"),
+    ("llamacpp", "llama", (2, 30, 58), True, "llama.cpp EAGLE-3, the drafter GGUF's `eagle3.target_layers`"),
 ]
 FINAL_FORMS = {"post": "after the final norm", "pre": "before the final norm"}
 

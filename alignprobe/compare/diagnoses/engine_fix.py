@@ -1,7 +1,8 @@
 """Fix texts that name the serve engine's own layer-id convention (docs/layer-ids.md), from the
 serve dump's provenance: vLLM reads ``eagle_aux_hidden_state_layer_ids`` as HF[k]; SGLang adds 1 to
-explicit ids for llama-style models and, for deepseek_v2 / Kimi, only when the first id is 1. A
-vLLM capture is never blamed on SGLang, nor the reverse."""
+explicit ids for llama-style models and, for deepseek_v2 / Kimi, only when the first id is 1; llama.cpp
+reads the drafter GGUF's ``eagle3.target_layers`` as HF[k]. A vLLM capture is never blamed on SGLang,
+nor the reverse."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from alignprobe.conventions import DEEPSEEK_ARCHS, shift_explanations
 
 VLLM = ("vllm", "speculators")
 SGLANG = ("sglang", "specforge")
+LLAMACPP = ("llama.cpp",)
 
 
 def engine_of(provenance: dict) -> str:
     engine = str(provenance.get("engine") or "").lower()
-    return next((e for e in VLLM + SGLANG + ("transformers",) if e in engine), "")
+    return next((e for e in VLLM + SGLANG + LLAMACPP + ("transformers",) if e in engine), "")
 
 
 def offset_fix(shift: int, expected_hf: list[int], serve_provenance: dict, train_provenance: dict) -> tuple[str, str]:
@@ -25,6 +27,14 @@ def offset_fix(shift: int, expected_hf: list[int], serve_provenance: dict, train
         if trained in SGLANG:
             cause += f"; the drafter was trained on {trained} states, whose id k is the output of layer k = HF[k+1]"
         return (f"Set the drafter config's eagle_aux_hidden_state_layer_ids to [{want}] for vLLM ({cause}); "
+                "or retrain on the served indices.", cause)
+    if engine in LLAMACPP:
+        cause = ("llama.cpp reads the drafter GGUF's eagle3.target_layers (eagle3.extract_layers in older files) as "
+                 "HF[k], the input of layer k, no offset")
+        if trained in SGLANG:
+            cause += f"; the drafter was trained on {trained} states, whose id k is the output of layer k = HF[k+1]"
+        return (f"Set the drafter GGUF's target layers to [{want}] ({cause}): convert_hf_to_gguf.py copies the drafter "
+                "config's eagle_aux_hidden_state_layer_ids, so set them there and convert the drafter again; "
                 "or retrain on the served indices.", cause)
     if engine in SGLANG:
         model = " ".join(str(serve_provenance.get(k) or "") for k in ("model", "extra")).lower()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 
-from alignprobe.compare.diagnoses.engine_fix import SGLANG, VLLM, engine_of
+from alignprobe.compare.diagnoses.engine_fix import LLAMACPP, SGLANG, VLLM, engine_of
 from alignprobe.compare.policy import Policy
 from alignprobe.findings import Finding, make
 from alignprobe.compare.result import StreamComparison
 from alignprobe.dump import ROLE_LAYERS, Dump
 
-SERVING = VLLM[:1] + SGLANG[:1]  # engines that serve (vllm, sglang); the rest extract for training
+SERVING = VLLM[:1] + SGLANG[:1] + LLAMACPP  # engines that serve (vllm, sglang, llama.cpp); the rest extract for training
 EXTRACTING = ("transformers", "specforge", "speculators")
 
 
