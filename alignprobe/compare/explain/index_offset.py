@@ -22,16 +22,14 @@ and the expected one at 0.32).
 
 from __future__ import annotations
 
-from alignprobe.compare.diagnoses.engine_fix import offset_fix
 from alignprobe.compare.explain.base import (ExplainRows, Explanation, Named, Naming, RowFit, choice_columns, evidence_of,
                                              rel_rms, scored)
 from alignprobe.compare.result import ExplanationFit
 from alignprobe.findings import Supersedes
 from alignprobe.findings.severity import Severity
+from alignprobe.system_fixes import offset_fix, wrong_taps_fix
 
 
-WRONG_TAPS_FIX = ("Set the engine's aux layer ids to the ones the drafter was trained on, in the drafter config "
-                  "(eagle_aux_hidden_state_layer_ids) and the engine's capture list.")
 # an offset under drift must leave at most this fraction of the expected index's held-out rel-RMS
 DRIFT_CLEARLY_BETTER = 0.8
 # a slice is "that serve layer" only when its held-out rel-RMS to it is within the tolerance and at
@@ -68,7 +66,7 @@ class IndexOffset(Explanation):
         if len(shifts) == 1 and len(group) == len(explained):
             shift = shifts.pop()
             want = [e.winner.params.get("train_measured_hf_index", hf) for e, hf in zip(explained, naming.expected_hf)]
-            fix, cause = offset_fix(shift, want, naming.serve_provenance, naming.train_provenance)
+            fix, cause = offset_fix(shift, want, naming.num_layers, naming.serve_provenance, naming.train_provenance)
             basis = sorted({e.winner.params.get("basis", "measured") for e in group})
             evidence.update(shift=shift, convention=cause, conventions=[cause], basis=basis, measured=labels,
                             expected=expected)
@@ -83,7 +81,8 @@ class IndexOffset(Explanation):
             return Named("layer_offset", fix, title=title, evidence=evidence)
         evidence.update(measured=labels, expected=expected, deltas=[e.winner.params.get("offset", 0) for e in explained])
         title = f"wrong taps: the serve side captured {', '.join(labels)} where training used {', '.join(expected)}"
-        return Named("wrong_taps", WRONG_TAPS_FIX, title=title, evidence=evidence)
+        return Named("wrong_taps", wrong_taps_fix(naming.serve_provenance, naming.num_layers), title=title,
+                     evidence=evidence)
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         expected = rows.expected[j]
