@@ -129,3 +129,12 @@ def missing_tap_fix(serve: Provenance, missing: list[str], num_layers: int) -> s
         return fixed_taps_fix(system_of(serve), num_layers)
     final = f"; the final layer: {flags.final_layer}" if f"HF[{num_layers}]" in gone else ""
     return f"Give {flags.name} every layer id training used ({flags.aux_ids}): {gone} is missing{final}."
+
+
+def train_ids_fix(train: Provenance) -> str:
+    """A training set's layer ids were read wrongly (its states are other layers than it claims): name the
+    ids it was made with, and where its own system set them."""
+    flags = SYSTEM_FLAGS.get(system_of(train))
+    where = f" ({flags.name} set them in {flags.aux_ids}; {flags.numbering})" if flags is not None else ""
+    return ("The train dump's layer ids were read wrongly: name the ids it was made with (compare "
+            f"--train-layer-ids, import --layer-ids or --drafter-config){where}.")

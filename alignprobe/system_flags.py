@@ -60,8 +60,8 @@ SYSTEM_FLAGS: dict[str, Flags] = {
         eagle3='speculative_config decoding_type "Eagle3" (Eagle3DecodingConfig) with speculative_model DRAFTER',
         eagle='decoding_type "Eagle"',
         aux_ids="eagle3_layers_to_capture in the speculative config",
-        final_layer="id -1: the final post-norm state, always moved last",
-        numbering="id k captures the output of layer k = HF[k+1]; -1 is the post-norm final",
+        final_layer="id -1: the post-norm final, always moved last (id N-1 is the last layer's output before the norm)",
+        numbering="id k captures the output of layer k = HF[k+1] (N-1: before the final norm); -1 is the post-norm final",
         source="NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py (Eagle3DecodingConfig decoding_type \"Eagle3\", "
                "eagle3_layers_to_capture, default {1, N//2-1, N-4}; read in the search index, commit not pinned) "
                "and tensorrt_llm/_torch/speculative/eagle3.py "

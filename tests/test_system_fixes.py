@@ -7,7 +7,7 @@ import pytest
 from alignprobe.compare import compare
 from alignprobe.dump import Provenance
 from alignprobe.system_fixes import (GENERIC_WRONG_TAPS, aux_on_fix, eagle3_fix, eagle_fix, missing_tap_fix,
-                                     offset_fix, wrong_taps_fix)
+                                     offset_fix, train_ids_fix, wrong_taps_fix)
 from compare_helpers import AUX, N, aux_claim, make_samples, write_serve, write_train
 
 # a word of each engine's switch that no other engine's text holds (SGLang and LMDeploy share --speculative-algorithm)
@@ -85,3 +85,10 @@ def test_compare_names_each_engines_own_fix(shifted, engine, words):
     train, serve = shifted
     f = compare(train, serve(engine)).finding("layer_offset")
     assert f is not None and f.evidence["shift"] == -1 and words in f.fix, f.fix
+
+
+def test_a_training_sets_ids_read_wrongly_are_named_where_its_system_set_them():
+    fix = train_ids_fix({"engine": "speculators"})
+    assert "--train-layer-ids" in fix and "--target-layer-ids" in fix and "HF[k]" in fix, fix
+    assert "model.aux_hidden_state_layer_ids" in train_ids_fix({"engine": "specforge"})
+    assert train_ids_fix({"engine": "test"}).endswith("--drafter-config).")

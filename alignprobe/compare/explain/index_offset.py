@@ -27,7 +27,7 @@ from alignprobe.compare.explain.base import (ExplainRows, Explanation, Named, Na
 from alignprobe.compare.result import ExplanationFit
 from alignprobe.findings import Supersedes
 from alignprobe.findings.severity import Severity
-from alignprobe.system_fixes import offset_fix, wrong_taps_fix
+from alignprobe.system_fixes import offset_fix, train_ids_fix, wrong_taps_fix
 
 
 # an offset under drift must leave at most this fraction of the expected index's held-out rel-RMS
@@ -55,7 +55,7 @@ class IndexOffset(Explanation):
         claimed_by_train = [e.label for e in explained]
         evidence = evidence_of(group)
         if shifts == {0} and all(e.winner.params.get("train_claim_refuted") for e in group):
-            return _train_claims_off(group, claimed_by_train, expected, evidence)
+            return _train_claims_off(group, claimed_by_train, expected, evidence, naming.train_provenance)
         if shifts == {0}:  # the same HF index in its other final-norm form: pair with the one it equals
             title = (f"the serve final state is {labels[-1]}, the other form of HF[{naming.num_layers}] than expected "
                      f"({explained[-1].label}); compared with the one it equals")
@@ -76,8 +76,7 @@ class IndexOffset(Explanation):
                 evidence.update(train_claimed=claimed_by_train)
                 title += (f"; the train dump claims {', '.join(claimed_by_train)}, but its states are "
                           f"{', '.join(expected)}")
-                fix += (" The train dump's layer ids were read wrongly: name the ids it was made with (compare "
-                        "--train-layer-ids, import --layer-ids or --drafter-config).")
+                fix = f"{fix} {train_ids_fix(naming.train_provenance)}"
             return Named("layer_offset", fix, title=title, evidence=evidence)
         evidence.update(measured=labels, expected=expected, deltas=[e.winner.params.get("offset", 0) for e in explained])
         title = f"wrong taps: the serve side captured {', '.join(labels)} where training used {', '.join(expected)}"
@@ -238,7 +237,8 @@ def _refutes_train_claims(finding) -> bool:
 RULES = (Supersedes("layer_offset", ("wrong_taps", "numeric_drift"), streams="other", when=_refutes_train_claims),)
 
 
-def _train_claims_off(group: list, claimed: list[str], states: list[str], evidence: dict) -> Named:
+def _train_claims_off(group: list, claimed: list[str], states: list[str], evidence: dict,
+                      train_provenance: dict) -> Named:
     """The serve slices are the train states, but the train dump claims other layers than those states
     are (each equal to a serve layer of another index): the train dump's ids were read wrongly. The
     drafter is fed what it was trained on; what the dump says it was trained on is off, and serving
@@ -250,9 +250,8 @@ def _train_claims_off(group: list, claimed: list[str], states: list[str], eviden
     title = (f"layer offset {shift} in the train dump's claims: it claims {', '.join(claimed)}, but its states are "
              f"{', '.join(states)} (each equal to the serve side's layer of that index), the states the serve side "
              "captured too")
-    fix = ("The train dump's layer ids were read wrongly: name the ids it was made with (compare "
-           "--train-layer-ids, import --layer-ids or --drafter-config). Serving feeds the trained states; keep "
-           "the engine's ids as they are, not the ones the train dump claims.")
+    fix = (f"{train_ids_fix(train_provenance)} Serving feeds the trained states; keep the engine's ids as they are, "
+           "not the ones the train dump claims.")
     return Named("layer_offset", fix, severity="warn", title=title, evidence=evidence)
 
 
