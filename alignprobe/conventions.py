@@ -81,6 +81,13 @@ SOURCES = {
         "output of the last layer), id -1 hooks embed_tokens (HF[0]); target_last_hidden_states is the "
         "backbone's last_hidden_state (post-norm); ids are stored ascending in the cache's manifest.json"
     ),
+    "lmdeploy": (
+        "InternLM/lmdeploy lmdeploy/pytorch/configurations/llama.py (commit 1263d5cd, 2026-08-21): for a "
+        "LlamaForCausalLM target served with spec_method 'eagle3', hf_config.aux_hidden_state_layers = "
+        "(2, N//2, N-3), whatever the drafter config says (no file of the repository reads "
+        "eagle_aux_hidden_state_layer_ids); lmdeploy/pytorch/models/llama.py LlamaModel.forward appends "
+        "hidden_states + residual BEFORE layer idx, then returns norm(hidden_states): HF[2], HF[N//2], HF[N-3]"
+    ),
     "llamacpp": (
         "ggml-org/llama.cpp (commit 0c1e5709, vendored by llama-cpp-python 0.3.36) common/speculative.cpp: "
         "EAGLE-3 reads the drafter GGUF's eagle3.target_layers (LLM_KV_TARGET_LAYERS, src/llama-arch.cpp; "
@@ -126,7 +133,8 @@ def default_layer_ids(system: str, num_layers: int) -> tuple[int, ...]:
         "eagle3": (2, n // 2, n - 3),
         "hf": (2, n // 2, n - 3),
         "trtllm": (1, n // 2 - 1, n - 4),
-        "llamacpp": (2, n // 2, n - 3),
+        "llamacpp": (2, n // 2, n - 3),  # convert_hf_to_gguf.py's, for a drafter config without ids
+        "lmdeploy": (2, n // 2, n - 3),  # not a default: the only taps it has
     }
     return defaults[_known(system)]
 
@@ -192,6 +200,12 @@ def map_layer_ids(
         return LayerMapping(system, ids, tuple(i + 1 for i in ids), FINAL_NORM_PRE,
                             "DeepSpec: id k is the output of layer k = HF[k+1] (a forward hook), id -1 the "
                             "embedding output = HF[0]")
+    if system == "lmdeploy":
+        # the configured ids are never read: the taps are LMDeploy's own, whatever was asked
+        taps = default_layer_ids("lmdeploy", n)
+        return LayerMapping(system, ids, taps, FINAL_NORM_POST,
+                            f"LMDeploy (Llama targets): taps fixed at (2, N//2, N-3), inputs of layers = HF{list(taps)}; "
+                            "the drafter config's ids are ignored")
     if system == "modelopt-vllm":
         return LayerMapping(system, ids, ids, FINAL_NORM_PRE,
                             "Model-Optimizer vLLM dump (vLLM's numbering): id k is the input of layer k = HF[k]; "
@@ -244,11 +258,14 @@ def shift_explanations(shift: int) -> list[str]:
     return []
 
 
-# Systems whose files never hold their ids and that have no default an import could assume: Model-Optimizer's
-# 'eagle' preset is computed by modelopt itself (default_eagle_aux_layer_ids), not read here.
+# Systems with no default an import could assume: Model-Optimizer's files never hold their ids and its
+# 'eagle' preset is computed by modelopt itself (default_eagle_aux_layer_ids), not read here; a DeepSpec
+# cache records its own.
 NO_DEFAULT_IDS = ("modelopt-hf", "modelopt-vllm", "deepspec")
 SYSTEMS = ("hf", "eagle3", "sglang", "specforge", "vllm", "speculators", "trtllm", "modelopt-hf", "modelopt-vllm",
-           "deepspec", "llamacpp")
+           "deepspec", "lmdeploy", "llamacpp")
+# Systems that read no layer ids: a drafter must be trained on the taps they have.
+FIXED_TAPS = ("lmdeploy",)
 
 
 def _known(system: str) -> str:

@@ -117,3 +117,20 @@ def test_every_rule_names_its_source():
     for system in ("sglang", "sglang_deepseek", "sglang_aux_switch", "specforge", "vllm", "vllm_extract",
                    "speculators", "eagle3"):
         assert "/" in SOURCES[system] and ".py" in SOURCES[system]
+
+
+def test_lmdeploy_ignores_the_ids_and_taps_the_inputs_of_2_half_and_n_minus_3():
+    # lmdeploy/pytorch/configurations/llama.py: aux_hidden_state_layers = (2, N//2, N-3) for eagle3;
+    # models/llama.py appends hidden_states + residual before layer idx: the input of that layer.
+    for ids in ([1, 29, 57], [2, 30, 58], None):
+        m = map_layer_ids("lmdeploy", ids, N_DSV3)
+        assert m.hf_indices == (2, 30, 58) and m.final_norm == FINAL_NORM_POST
+    assert "ignored" in map_layer_ids("lmdeploy", [5, 6, 7], 32).rule
+
+
+def test_llamacpp_id_k_is_the_input_of_layer_k_and_n_layer_the_pre_norm_final():
+    # common/speculative.cpp: id < n_layer -> llama_set_embeddings_layer_inp(id); id == n_layer -> nextn.
+    m = map_layer_ids("llamacpp", [2, 30, 61], N_DSV3)
+    assert m.hf_indices == (2, 30, 61) and m.final_norm == FINAL_NORM_PRE
+    with pytest.raises(BadInput):
+        map_layer_ids("llamacpp", [2, 30, 62], N_DSV3)  # llama.cpp aborts past n_layer

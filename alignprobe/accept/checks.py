@@ -40,8 +40,11 @@ def check_drafter(ckpt: DrafterCheckpoint, *, hidden_size: int | None, num_layer
 def engine_hf_indices(ids, num_layers: int, engine: str) -> tuple[tuple[int, ...], str]:
     """The HF indices an engine captures for the drafter's ids (sorted, de-duplicated as it does)."""
     from alignprobe.conventions import map_layer_ids
+    from alignprobe.system_flags import SERVE, SYSTEM_FLAGS, system_of
 
-    system = "sglang" if "sglang" in engine.lower() else "vllm"
+    system = system_of({"engine": engine})
+    if system not in SYSTEM_FLAGS or SYSTEM_FLAGS[system].role != SERVE:
+        system = "vllm"  # an engine the table does not know (or an extractor standing in) reads ids as vLLM
     mapped = map_layer_ids(system, tuple(ids), num_layers, explicit=True)
     return tuple(sorted(set(mapped.hf_indices))), system
 
@@ -179,7 +182,7 @@ def _tap_ids(ckpt, num_layers, serve_claim, serve_engine, measured) -> list[Find
     except BadInput as exc:
         return [make("drafter_tap_ids", f"{ckpt.layer_ids_source} {list(ckpt.layer_ids)}: {exc}",
                      {"layer_ids": list(ckpt.layer_ids)}, "give ids inside the target's layer range")]
-    out = []
+    out = _fixed_taps(ckpt, num_layers, expected, system)
     if serve_claim is not None and len(serve_claim.hf_indices) > 1:
         claimed = tuple(serve_claim.hf_indices)
         if len(claimed) == ckpt.num_taps + 1 and claimed[-1] == num_layers:
@@ -202,3 +205,31 @@ def _tap_ids(ckpt, num_layers, serve_claim, serve_engine, measured) -> list[Find
                 {"measured": got, "expected": labels, "layer_ids": list(ckpt.layer_ids)},
                 "serve with the layer ids the drafter was trained on (see the layer_offset / wrong_taps finding)"))
     return out
+
+
+def _fixed_taps(ckpt, num_layers: int, taps: tuple[int, ...], system: str) -> list[Finding]:
+    """An engine that reads no ids (LMDeploy) feeds its own taps: the drafter's ids, read either way a
+    trainer numbers them (the input of layer k, as vLLM and speculators; the output, as SpecForge), name
+    other layers than those taps, so the drafter gets states it was not trained on and nothing fails."""
+    from alignprobe.conventions import FIXED_TAPS, map_layer_ids
+    from alignprobe.errors import BadInput
+    from alignprobe.system_fixes import fixed_taps_fix
+    from alignprobe.system_flags import SYSTEM_FLAGS
+
+    if system not in FIXED_TAPS:
+        return []
+    readings = {}
+    for reader, how in (("vllm", "as inputs of layers"), ("specforge", "as outputs of layers")):
+        try:
+            readings[how] = sorted(set(map_layer_ids(reader, tuple(ckpt.layer_ids), num_layers).hf_indices))
+        except BadInput:
+            continue
+    if any(tuple(hf) == taps for hf in readings.values()):
+        return []
+    said = "; ".join(f"HF{hf} {how}" for how, hf in readings.items()) or "no layers of this target"
+    return [make(
+        "drafter_tap_ids",
+        f"{SYSTEM_FLAGS[system].name} ignores the drafter's {ckpt.layer_ids_source} {list(ckpt.layer_ids)}: it feeds "
+        f"HF{list(taps)} whatever they say, and those ids name other layers ({said})",
+        {"layer_ids": list(ckpt.layer_ids), "engine": system, "fixed_taps_hf": list(taps), "id_readings": readings},
+        fixed_taps_fix(system, num_layers), cap="warn")]

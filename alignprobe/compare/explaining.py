@@ -237,7 +237,9 @@ class ExplainSamples:
 
 def _provenance(dump: Dump) -> dict:
     p = dump.provenance
-    return {"engine": p.engine, "dtype": p.dtype, "quantization": p.quantization}
+    # the engine and what the capture recorded name the system a fix speaks to (system_flags.system_of)
+    return {"engine": p.engine, "dtype": p.dtype, "quantization": p.quantization, "model": p.model,
+            "extra": p.extra, "capture": p.capture}
 
 
 def _end_offset(train: Dump, serve: Dump, seg: Segment) -> int:

@@ -55,6 +55,7 @@ class ImportPlan:
     notes: list[str]
     storage: str = ""  # the stored dtype where it differs from the imported one (speculators FP8)
     final_from_tail: bool = False  # the final stream is the aux tensor's slices after ``aux_slices``
+    system: str = ""  # the convention the ids were read in (conventions.SYSTEMS): a Model-Optimizer backend
 
     @property
     def format(self) -> str:
@@ -178,7 +179,8 @@ def plan_import(
         told = "as given" if told_backend else "told from how the files store the final state"
         notes.append(f"{layout.name} files numbered as {convention} ({told})")
     return ImportPlan(layout, refs, n, hidden, tuple(ids), tuple(mapping.hf_indices), mapping.rule, streams,
-                      fit.aux_slices, slices * hidden, notes, first.storage, bool(fit.tail_final_norm))
+                      fit.aux_slices, slices * hidden, notes, first.storage, bool(fit.tail_final_norm),
+                      system=convention)
 
 
 def import_source(
@@ -233,6 +235,7 @@ def provenance_of(plan: ImportPlan, source, target_config) -> Provenance:
         capture={
             "imported_from": os.path.abspath(os.fspath(source)),
             "format": plan.format,
+            **({"system": plan.system} if plan.system else {}),
             "files": len(plan.files),
             "layer_ids": list(plan.layer_ids),
             "hf_indices": list(plan.hf_indices),

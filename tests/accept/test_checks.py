@@ -126,3 +126,20 @@ def test_a_width_error_stops_the_prediction_with_a_finding(tiny):
     assert result.serve is None and result.train is not None
     assert "drafter_hidden_width" in [f.code for f in result.findings]
     assert "no prediction" in result.sentence() or result.serve is None
+
+
+def test_an_engine_with_fixed_taps_says_the_drafter_ids_are_ignored(tiny):
+    """LMDeploy taps HF[2, N//2, N-3] whatever the drafter config says: ids that read as those layers in
+    either numbering pass; others are named, with the fix that the drafter must be trained on the taps."""
+    root, model, *_ = tiny
+    for ids in ((2, 4, 5), (1, 3, 4)):  # HF[2, 4, 5] as inputs of layers, and as outputs (SpecForge)
+        config = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": list(ids), "use_aux_hidden_state": True}}
+        ckpt = load_drafter(specforge_drafter(root / f"lmdeploy-{ids[0]}", model.config, config_updates=config))
+        assert _codes(ckpt, serve_engine="lmdeploy") == [], ids
+    config = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [3, 4, 6], "use_aux_hidden_state": True}}
+    ckpt = load_drafter(specforge_drafter(root / "lmdeploy-off", model.config, config_updates=config))
+    found = [f for f in check_drafter(ckpt, hidden_size=32, num_layers=8, serve_engine="lmdeploy")
+             if f.code == "drafter_tap_ids"]
+    assert [f.severity for f in found] == ["warn"]
+    assert found[0].evidence["fixed_taps_hf"] == [2, 4, 5] and "LMDeploy" in found[0].title
+    assert "fixed at (2, N//2, N-3) = HF[2, 4, 5]" in found[0].fix and "trained on HF[2, 4, 5]" in found[0].fix

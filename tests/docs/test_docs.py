@@ -43,14 +43,17 @@ EXAMPLES = [
     ("specforge", "deepseek_v3", None, True, "SpecForge (its default ids, captured through SGLang)"),
     ("vllm", "deepseek_v3", (2, 30, 58, 61), True, "vLLM `eagle_aux_hidden_state_layer_ids`"),
     ("speculators", "deepseek_v3", None, True, "speculators (its default ids, through vLLM)"),
+    ("lmdeploy", "llama", (1, 29, 57), True, "LMDeploy (Llama targets), any ids in the drafter config"),
     ("llamacpp", "llama", (2, 30, 58), True, "llama.cpp EAGLE-3, the drafter GGUF's `eagle3.target_layers`"),
 ]
 FINAL_FORMS = {"post": "after the final norm", "pre": "before the final norm"}
 
 
 def conventions_block() -> str:
-    """The worked example for N = 61 and the sources, as conventions.map_layer_ids and SOURCES say."""
+    """The worked example for N = 61 and the sources, as conventions.map_layer_ids and SOURCES say, then
+    each system's own flags (system_flags.SYSTEM_FLAGS), which the fixes render from."""
     from alignprobe.conventions import SOURCES, default_layer_ids, map_layer_ids
+    from alignprobe.system_flags import SYSTEM_FLAGS
 
     n = EXAMPLE_LAYERS
     lines = [
@@ -68,6 +71,18 @@ def conventions_block() -> str:
         lines.append(f"| {case} | {given} | {hf} | {FINAL_FORMS[mapping.final_norm]} | {mapping.rule} |")
     lines += ["", "Where each rule was read (`alignprobe.conventions.SOURCES`):", ""]
     lines += [f"- **{name}**: {text}" for name, text in SOURCES.items()]
+    lines += ["", "Each system's own words, which the fixes of engine-side findings name for the side's system "
+              "(`alignprobe.system_flags.SYSTEM_FLAGS`; a system not listed gets the generic text):", "",
+              "| system | picks EAGLE-3 | plain EAGLE | aux layer ids | the final layer | an id k captures |",
+              "|---|---|---|---|---|---|"]
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|") or "-"
+
+    lines += [f"| `{key}` {f.name} | {cell(f.eagle3)} | {cell(f.eagle)} | {cell(f.aux_ids)} | {cell(f.final_layer)} | "
+              f"{cell(f.numbering)} |" for key, f in SYSTEM_FLAGS.items()]
+    lines += ["", "Where each row was read:", ""]
+    lines += [f"- **{key}**: {f.source}" for key, f in SYSTEM_FLAGS.items()]
     lines.append(END)
     return "\n".join(lines)
 

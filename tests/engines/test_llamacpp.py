@@ -110,7 +110,7 @@ def test_ids_one_layer_shallow_are_named(llamacpp):
     assert result.verdict == "FAIL"
     offset = next(f for f in result.findings if f.code == "layer_offset")
     assert offset.evidence["shift"] == -1
-    assert "target layers to [2, 4, 5]" in offset.fix and "vLLM" not in offset.fix
+    assert "eagle3.target_layers" in offset.fix and "to [2, 4, 5]" in offset.fix and "vLLM" not in offset.fix
 
 
 def test_id_n_layer_on_a_llama_target_feeds_the_drafter_no_state(llamacpp):
@@ -145,7 +145,7 @@ def test_a_drafter_gguf_says_which_layers_llamacpp_feeds_it(llamacpp, ids, top_l
     assert result.verdict == verdict, [(f.code, f.title) for f in result.findings]
     if verdict == "FAIL":
         offset = next(f for f in result.findings if f.code == "layer_offset")
-        assert offset.evidence["shift"] == -1 and "target layers to [2, 4, 5]" in offset.fix
+        assert offset.evidence["shift"] == -1 and "eagle3.target_layers" in offset.fix and "to [2, 4, 5]" in offset.fix
 
 
 def test_an_engine_failure_is_one_line_naming_llamacpp(llamacpp, tmp_path):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from alignprobe.audit.checks.base import Scanned, add_example, merge_examples
 from alignprobe.audit.policy import AuditPolicy
-from alignprobe.compare.diagnoses.engine_fix import engine_of
 from alignprobe.compare.diagnoses.short_rows import cause_and_fix
 from alignprobe.findings import Finding, make
+from alignprobe.system_flags import system_of
 
 
 class ShortRows:
@@ -42,7 +42,7 @@ class ShortRows:
     def findings(self, merged: dict, policy: AuditPolicy) -> list[Finding]:
         if not merged["samples"]:
             return []
-        engines = {engine_of({"engine": e}) for e in merged["engines"]}
+        engines = {system_of({"engine": e}) for e in merged["engines"]}
         cause, fix = cause_and_fix(engines.pop() if len(engines) == 1 else "", [])
         return [make(
             "short_rows",

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 
-from alignprobe.compare.diagnoses.engine_fix import LLAMACPP, SGLANG, VLLM, engine_of
 from alignprobe.compare.policy import Policy
 from alignprobe.findings import Finding, make
 from alignprobe.compare.result import StreamComparison
 from alignprobe.dump import ROLE_LAYERS, Dump
+from alignprobe.system_flags import SERVE, SYSTEM_FLAGS, TRAIN, system_of
 
-SERVING = VLLM[:1] + SGLANG[:1] + LLAMACPP  # engines that serve (vllm, sglang, llama.cpp); the rest extract for training
-EXTRACTING = ("transformers", "specforge", "speculators")
 
 
 def same_dump_findings(train: Dump, serve: Dump, comparisons: list[StreamComparison], policy: Policy) -> list[Finding]:
@@ -50,11 +48,11 @@ def _same_file(a: str, b: str) -> bool:
 def swapped_findings(train: Dump, serve: Dump, policy: Policy) -> list[Finding]:
     """Serving provenance on the train side and extraction provenance on the serve side, or claims that
     only make sense the other way round (the serve side holds every layer, the train side a few)."""
-    t_engine, s_engine = engine_of(_prov(train)), engine_of(_prov(serve))
-    t_serving = t_engine in SERVING or "serving" in train.provenance.engine.lower()
+    t_role, s_role = _role(train), _role(serve)
+    t_serving = t_role == SERVE or "serving" in train.provenance.engine.lower()
     evidence: dict = {"train_engine": train.provenance.engine, "serve_engine": serve.provenance.engine}
     reasons = []
-    if t_serving and s_engine in EXTRACTING:
+    if t_serving and s_role == TRAIN:
         reasons.append(f"the train dump comes from {train.provenance.engine}, a serving engine, and the serve dump "
                        f"from {serve.provenance.engine}, an extractor")
     def full_stack(d: Dump) -> bool:
@@ -95,5 +93,10 @@ def _norm(dtype: str) -> str:
     return {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}.get(d, d)
 
 
-def _prov(d: Dump) -> dict:
-    return {"engine": d.provenance.engine}
+def _role(d: Dump) -> str:
+    """SERVE for an engine's capture, TRAIN for an extractor's, "" for a system the table does not know. An
+    imported training set is TRAIN whichever system wrote it (TensorRT-LLM's SaveState files are training data)."""
+    if (d.provenance.capture or {}).get("imported_from"):
+        return TRAIN
+    flags = SYSTEM_FLAGS.get(system_of({"engine": d.provenance.engine, "capture": d.provenance.capture}))
+    return flags.role if flags is not None else ""

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from alignprobe.compare.diagnoses.engine_fix import eagle3_fix, offset_fix
-from alignprobe.compare.explain.index_offset import WRONG_TAPS_FIX
 from alignprobe.compare.policy import Policy
 from alignprobe.findings import Finding, Note, Subject, make
 from alignprobe.findings.severity import Severity
 from alignprobe.compare.result import MappingSearch
 from alignprobe.conventions import shift_explanations
 from alignprobe.dump import FINAL_NORM_PRE
+from alignprobe.system_fixes import aux_on_fix, eagle3_fix, eagle_fix, missing_tap_fix, offset_fix, wrong_taps_fix
 
 Key = tuple[int, str]  # (HF index, "pre"/"post")
 PARTIAL_TRAIN = "train_holds_only"  # the note of a mapping finding made on a train dump of some layers only
@@ -78,23 +77,19 @@ def width_findings(ms: MappingSearch, expected_labels: list[str], hidden_size: i
             f"the drafter is fed one {hidden_size}-wide state ({what}) where training used the "
             f"{k_expected * hidden_size}-wide concat of {', '.join(expected_labels)}"
         )
-        fix = "Turn on aux capture with the training layer ids (SGLang: --speculative-algorithm EAGLE3)."
+        fix = aux_on_fix(serve_provenance)
     elif k > 1 and k_expected == 1:
         title = (
             f"the drafter is fed a {k * hidden_size}-wide concat ({what}) where training used one "
             f"{hidden_size}-wide state ({expected_labels[0]})"
         )
-        fix = (
-            "The drafter was trained as EAGLE-1/2 on the final state: serve it with --speculative-algorithm "
-            "EAGLE, or train an EAGLE-3 drafter on aux states."
-        )
+        fix = eagle_fix(serve_provenance)
     elif 1 < k < k_expected and None not in measured and set(ms.measured) < set(expected_labels):
         missing = [label for label in expected_labels if label not in ms.measured]
         evidence["missing"] = missing
         title = (f"missing tap: the serve stream holds {k} slices ({what}) where training used {k_expected}; "
                  f"{', '.join(missing)} was never captured")
-        fix = (f"Give the engine every layer id training used: {', '.join(missing)} is missing (vLLM: deepseek_v2 "
-               "captures id N only since PR #46973; SGLang captures HF[1]..HF[N-1] only).")
+        fix = missing_tap_fix(serve_provenance, missing, num_layers)
     else:
         title = f"the serve stream holds {k} slices ({what}) where training used {k_expected} ({', '.join(expected_labels)})"
         fix = f"Configure the engine's aux layer ids so it captures the {k_expected} HF indices training used."
@@ -210,7 +205,7 @@ def _mismatch(ms, measured: list[Key], expected: list[Key], num_layers: int, bas
             f"layer offset {shift:+d}: the serve side captured {', '.join(ms.measured)} where training used "
             f"{', '.join(ms.expected)} (each wins by >= {min(margins):.4f} cosine)"
         )
-        fix = offset_fix(shift, [e[0] for e in expected], serve_provenance, train_provenance)[0]
+        fix = offset_fix(shift, [e[0] for e in expected], num_layers, serve_provenance, train_provenance)[0]
         return make("layer_offset", title, evidence, fix, policy=policy, subject=Subject(stream), cap=cap, notes=notes)
     permuted = sorted(measured) == sorted(expected)
     title = (
@@ -220,7 +215,7 @@ def _mismatch(ms, measured: list[Key], expected: list[Key], num_layers: int, bas
     fix = (
         "Concatenate the aux states in the order training used (lowest layer first)."
         if permuted
-        else WRONG_TAPS_FIX
+        else wrong_taps_fix(serve_provenance, num_layers)
     )
     return make("wrong_taps", title, {**evidence, "deltas": deltas, "permuted": permuted}, fix, policy=policy,
                 subject=Subject(stream), cap=cap, notes=notes)

@@ -11,15 +11,17 @@ A warning: the rows that were compared are judged as usual, but the missing ones
 
 from __future__ import annotations
 
-from alignprobe.compare.diagnoses.engine_fix import SGLANG, VLLM, engine_of
 from alignprobe.compare.pairing import sample_pairs
 from alignprobe.compare.policy import Policy
 from alignprobe.findings import Finding, make
 from alignprobe.dump import Dump
 from alignprobe.conventions import SGLANG_FLAGS_FULL_ROWS as SGLANG_FULL_ROWS  # the flags that return every row
+from alignprobe.system_flags import system_of
 
 EXAMPLES = 20  # short samples listed in the evidence (all are counted)
 VLLM_FULL_ROWS = "--no-enable-prefix-caching (LLM(enable_prefix_caching=False) offline)"
+# the systems whose rows come from SGLang's server, or from vLLM's hidden-states connector
+THROUGH_SGLANG, THROUGH_VLLM = ("sglang", "specforge"), ("vllm", "speculators", "modelopt-vllm")
 
 
 def short_row_findings(train: Dump, serve: Dump, policy: Policy) -> list[Finding]:
@@ -48,9 +50,9 @@ def _finding(side: str, dump: Dump, short: list[int], policy: Policy) -> Finding
         if len(samples) < EXAMPLES:
             samples.append({"sample_id": dump.sample_ids[i], "rows_returned": m.rows_returned, "tokens": m.length,
                             "positions_returned": f"{m.returned[0]}-{m.returned[1] - 1}" if m.rows_returned else "none"})
-    provenance = {"engine": dump.provenance.engine}
+    provenance = {"engine": dump.provenance.engine, "capture": dump.provenance.capture}
     risks = (dump.provenance.capture or {}).get("full_row_risks") or []
-    cause, fix = cause_and_fix(engine_of(provenance), risks)
+    cause, fix = cause_and_fix(system_of(provenance), risks)
     first = samples[0]
     title = (f"{len(short)} {side} sample(s) came back with fewer rows than tokens (first: "
              f"{first['sample_id']}, {first['rows_returned']} of {first['tokens']} rows); only the rows returned "
@@ -62,14 +64,14 @@ def _finding(side: str, dump: Dump, short: list[int], policy: Policy) -> Finding
     return make("short_rows", title, evidence, fix, policy=policy)
 
 
-def cause_and_fix(engine: str, risks: list[str]) -> tuple[str, str]:
-    if engine in SGLANG:
+def cause_and_fix(system: str, risks: list[str]) -> tuple[str, str]:
+    if system in THROUGH_SGLANG:
         said = f" (the capture recorded: {'; '.join(risks)})" if risks else ""
         return ("SGLang's radix cache returns rows only for the tokens after a cached prefix, and chunked "
                 f"prefill keeps only the last chunk{said}",
                 f"Relaunch the SGLang server with {SGLANG_FULL_ROWS}, then capture again into a new file: "
                 "every prompt's rows then come back whole.")
-    if engine in VLLM:
+    if system in THROUGH_VLLM:
         return ("vLLM's hidden-states connector gets only the tokens it computes: a prefix-cache hit leaves "
                 "the cached prefix out",
                 f"Run vLLM with {VLLM_FULL_ROWS}, then capture again into a new file.")

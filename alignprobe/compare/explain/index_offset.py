@@ -22,16 +22,14 @@ and the expected one at 0.32).
 
 from __future__ import annotations
 
-from alignprobe.compare.diagnoses.engine_fix import offset_fix
 from alignprobe.compare.explain.base import (ExplainRows, Explanation, Named, Naming, RowFit, choice_columns, evidence_of,
                                              rel_rms, scored)
 from alignprobe.compare.result import ExplanationFit
 from alignprobe.findings import Supersedes
 from alignprobe.findings.severity import Severity
+from alignprobe.system_fixes import offset_fix, train_ids_fix, wrong_taps_fix
 
 
-WRONG_TAPS_FIX = ("Set the engine's aux layer ids to the ones the drafter was trained on, in the drafter config "
-                  "(eagle_aux_hidden_state_layer_ids) and the engine's capture list.")
 # an offset under drift must leave at most this fraction of the expected index's held-out rel-RMS
 DRIFT_CLEARLY_BETTER = 0.8
 # a slice is "that serve layer" only when its held-out rel-RMS to it is within the tolerance and at
@@ -57,7 +55,7 @@ class IndexOffset(Explanation):
         claimed_by_train = [e.label for e in explained]
         evidence = evidence_of(group)
         if shifts == {0} and all(e.winner.params.get("train_claim_refuted") for e in group):
-            return _train_claims_off(group, claimed_by_train, expected, evidence)
+            return _train_claims_off(group, claimed_by_train, expected, evidence, naming.train_provenance)
         if shifts == {0}:  # the same HF index in its other final-norm form: pair with the one it equals
             title = (f"the serve final state is {labels[-1]}, the other form of HF[{naming.num_layers}] than expected "
                      f"({explained[-1].label}); compared with the one it equals")
@@ -68,7 +66,7 @@ class IndexOffset(Explanation):
         if len(shifts) == 1 and len(group) == len(explained):
             shift = shifts.pop()
             want = [e.winner.params.get("train_measured_hf_index", hf) for e, hf in zip(explained, naming.expected_hf)]
-            fix, cause = offset_fix(shift, want, naming.serve_provenance, naming.train_provenance)
+            fix, cause = offset_fix(shift, want, naming.num_layers, naming.serve_provenance, naming.train_provenance)
             basis = sorted({e.winner.params.get("basis", "measured") for e in group})
             evidence.update(shift=shift, convention=cause, conventions=[cause], basis=basis, measured=labels,
                             expected=expected)
@@ -78,12 +76,12 @@ class IndexOffset(Explanation):
                 evidence.update(train_claimed=claimed_by_train)
                 title += (f"; the train dump claims {', '.join(claimed_by_train)}, but its states are "
                           f"{', '.join(expected)}")
-                fix += (" The train dump's layer ids were read wrongly: name the ids it was made with (compare "
-                        "--train-layer-ids, import --layer-ids or --drafter-config).")
+                fix = f"{fix} {train_ids_fix(naming.train_provenance)}"
             return Named("layer_offset", fix, title=title, evidence=evidence)
         evidence.update(measured=labels, expected=expected, deltas=[e.winner.params.get("offset", 0) for e in explained])
         title = f"wrong taps: the serve side captured {', '.join(labels)} where training used {', '.join(expected)}"
-        return Named("wrong_taps", WRONG_TAPS_FIX, title=title, evidence=evidence)
+        return Named("wrong_taps", wrong_taps_fix(naming.serve_provenance, naming.num_layers), title=title,
+                     evidence=evidence)
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
         expected = rows.expected[j]
@@ -239,7 +237,8 @@ def _refutes_train_claims(finding) -> bool:
 RULES = (Supersedes("layer_offset", ("wrong_taps", "numeric_drift"), streams="other", when=_refutes_train_claims),)
 
 
-def _train_claims_off(group: list, claimed: list[str], states: list[str], evidence: dict) -> Named:
+def _train_claims_off(group: list, claimed: list[str], states: list[str], evidence: dict,
+                      train_provenance: dict) -> Named:
     """The serve slices are the train states, but the train dump claims other layers than those states
     are (each equal to a serve layer of another index): the train dump's ids were read wrongly. The
     drafter is fed what it was trained on; what the dump says it was trained on is off, and serving
@@ -251,9 +250,8 @@ def _train_claims_off(group: list, claimed: list[str], states: list[str], eviden
     title = (f"layer offset {shift} in the train dump's claims: it claims {', '.join(claimed)}, but its states are "
              f"{', '.join(states)} (each equal to the serve side's layer of that index), the states the serve side "
              "captured too")
-    fix = ("The train dump's layer ids were read wrongly: name the ids it was made with (compare "
-           "--train-layer-ids, import --layer-ids or --drafter-config). Serving feeds the trained states; keep "
-           "the engine's ids as they are, not the ones the train dump claims.")
+    fix = (f"{train_ids_fix(train_provenance)} Serving feeds the trained states; keep the engine's ids as they are, "
+           "not the ones the train dump claims.")
     return Named("layer_offset", fix, severity="warn", title=title, evidence=evidence)
 
 
