@@ -124,8 +124,9 @@ feeding = [0.0]
 feed = S.feed
 def timed_feed(*args):
     t0 = time.perf_counter()
-    feed(*args)
+    out = feed(*args)
     feeding[0] += time.perf_counter() - t0
+    return out
 S.feed = timed_feed
 F.read_into = wrapped("own_search", F.read_into)
 waits = [0.0]

@@ -23,7 +23,8 @@ from alignprobe.dump import Dump
 from alignprobe.dump.readahead import read_ahead
 
 READ_AHEAD_BLOCKS = 2  # blocks read in a background thread ahead of the metrics (0: read in turn)
-MAX_FEEDING = 4  # blocks waiting for the mapping searches' thread, at most
+PIPELINED_BLOCKS = 1  # blocks whose terms are being computed while the one before is added up
+MAX_FEEDING = 4  # blocks waiting for the mapping searches' threads, at most
 
 
 @dataclasses.dataclass
@@ -119,11 +120,36 @@ def measure(
                     slice(t0 + start, t0 + stop),
                 )
 
-    # The next block is read while this one is measured (benchmarks/compare_throughput.py).
-    # The mapping searches' share of a block is computed in a thread of its own, beside the metrics.
+    # The next block is read while this one is measured (benchmarks/compare_throughput.py), and its
+    # terms are started before the block before is added up (PIPELINED_BLOCKS), so the metrics threads
+    # never wait for the pass's own serial share. The mapping searches' share of a block is computed
+    # in threads of their own, beside the metrics, and added up in the blocks' order.
     rows_done, rows_total = 0, sum(s.length for s in segments)
-    feeder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-mapping-feed")
-    feeding: collections.deque[concurrent.futures.Future] = collections.deque()
+    feeder = concurrent.futures.ThreadPoolExecutor(max(1, kernels.threads // 2), thread_name_prefix="alignprobe-mapping-feed")
+    feeding: collections.deque[tuple[MappingSums, concurrent.futures.Future]] = collections.deque()
+    measuring: collections.deque[tuple[np.ndarray, np.ndarray | None, int, Callable[[], list]]] = collections.deque()
+
+    def add_up(pos: np.ndarray, samples: np.ndarray | None, v0: int, terms_later: Callable[[], list]) -> None:
+        nonlocal rows_done
+        flagged = []
+        for p, t in zip(pairs, terms_later()):
+            left_out = p.acc.add(t, pos, samples)
+            if left_out is not None and nonfinite is not None:
+                claim = train.streams[p.train_stream]
+                flagged.append(FlaggedPair(p.plan.serve_stream, p.serve_slice, claim.slice_label(p.train_slice),
+                                           claim.hf_indices[p.train_slice], t, left_out))
+        if flagged and nonfinite is not None:
+            nonfinite.add_block(v0, pos, flagged)
+        if progress is not None:
+            rows_done += len(pos)
+            progress(rows_done, rows_total)
+
+    def fed_up_to(limit: int) -> None:
+        while len(feeding) > limit:  # each holds its block: bound the memory
+            search, future = feeding.popleft()
+            for part in future.result():
+                search.accumulate(part)
+
     try:
         for pos, samples, served, trained, v0, t0 in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
             if explain_feed is not None:
@@ -133,30 +159,23 @@ def measure(
             for search in mapping:
                 pieces = window_pieces(search, v0, t0, len(pos))
                 if pieces:
-                    feeding.append(feeder.submit(feed, search, pieces, served, trained, t0))
-            while len(feeding) > MAX_FEEDING:  # each holds its block: bound the memory
-                feeding.popleft().result()
-            terms = kernels.row_terms([
+                    feeding.append((search, feeder.submit(feed, search, pieces, served, trained, t0)))
+            measuring.append((pos, samples, v0, kernels.row_terms_later([
                 (trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H],
                  served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H])
                 for p in pairs
-            ])
-            flagged = []
-            for p, t in zip(pairs, terms):
-                left_out = p.acc.add(t, pos, samples)
-                if left_out is not None and nonfinite is not None:
-                    claim = train.streams[p.train_stream]
-                    flagged.append(FlaggedPair(p.plan.serve_stream, p.serve_slice, claim.slice_label(p.train_slice),
-                                               claim.hf_indices[p.train_slice], t, left_out))
-            if flagged and nonfinite is not None:
-                nonfinite.add_block(v0, pos, flagged)
-            if progress is not None:
-                rows_done += len(pos)
-                progress(rows_done, rows_total)
-        while feeding:
-            feeding.popleft().result()
+            ])))
+            del served, trained  # held by the work started on them, and freed with it
+            while len(measuring) > PIPELINED_BLOCKS:
+                add_up(*measuring.popleft())
+            fed_up_to(MAX_FEEDING)
+        while measuring:
+            add_up(*measuring.popleft())
+        fed_up_to(0)
     finally:
-        feeder.shutdown(cancel_futures=True)
+        for _, future in feeding:
+            future.cancel()
+        feeder.shutdown()
     out = []
     for plan in plans:
         sclaim = serve.streams[plan.serve_stream]
