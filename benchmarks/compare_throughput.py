@@ -186,6 +186,11 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     # pass's blocks at 8 MB whatever the threads (block_bytes_for grows them to 32 MB on 8 threads)
     "lib_noexp": ({}, {"alignprobe.compare.explaining:RUNS": 0}),
     "lib_8mb": ({"block_bytes": 8 << 20}, {}),
+    # the CPU kernels' tuning: metrics threads past 8, and the tile measured at once
+    "lib_t12": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 12}),
+    "lib_t16": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 16}),
+    "lib_tile1m": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 1 << 20}),
+    "lib_tile256k": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 256 << 10}),
 }
 
 
