@@ -78,8 +78,9 @@ def window_pieces(search: MappingSums, v0: int, t0: int, n: int) -> list[tuple[i
 
 
 # Rows of a piece scored at once: a window of the sampled rows (up to 128) widened whole is 11 MB of
-# a 21504-wide serve stream, and its unit rows as much again, page-faulted fresh for every piece.
-FEED_TILE_ROWS = 32
+# a 21504-wide serve stream, and its unit rows as much again, page-faulted fresh for every piece
+# (16 rows: 1.4 MB, in cache).
+FEED_TILE_ROWS = 16
 
 
 def feed(search: MappingSums, pieces: list[tuple[int, int]], served: dict, trained: dict, t0: int) -> list:

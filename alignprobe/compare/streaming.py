@@ -7,6 +7,7 @@ import collections
 import concurrent.futures
 import dataclasses
 import functools
+import threading
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -20,6 +21,7 @@ from alignprobe.compare.pairing import Segment
 from alignprobe.compare.plan import StreamPlan
 from alignprobe.compare.result import SliceMetrics, StreamComparison
 from alignprobe.dump import Dump
+from alignprobe.dump.block_buffers import BlockBuffers
 from alignprobe.dump.readahead import read_ahead
 
 READ_AHEAD_BLOCKS = 2  # blocks read in a background thread ahead of the metrics (0: read in turn)
@@ -34,6 +36,27 @@ class _Pair:
     train_stream: str
     train_slice: int
     acc: SliceAccumulator
+
+
+class _Held:
+    """A block's buffers, given back once its terms are added up and every mapping feed on it is done."""
+
+    def __init__(self, buffers: BlockBuffers, held: dict[str, np.ndarray]):
+        self.buffers, self._pool = held, buffers
+        self._lock = threading.Lock()
+        self._users = 1  # the block's terms
+
+    def hold(self, future: concurrent.futures.Future) -> None:
+        with self._lock:
+            self._users += 1
+        future.add_done_callback(lambda _: self.release())
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            done = self._users == 0
+        if done:
+            self._pool.give(self.buffers)
 
 
 def _runs(segments: list[Segment]) -> Iterator[list[Segment]]:
@@ -93,12 +116,27 @@ def measure(
     block_rows = max(chunk_rows, block_bytes // max(1, row_bytes) // chunk_rows * chunk_rows)
     H = hidden_size
 
+    # Every block is read into one of a few sets of buffers, given back once the block's terms are
+    # added up and its mapping rows scored (dump/block_buffers.py): no page faults a block, and the
+    # read-ahead never holds more than these.
+    buffers = BlockBuffers(
+        {**{f"serve/{s}": (block_rows, serve.dataset(s).shape[1], serve.dataset(s).dtype) for s in serve_streams},
+         **{f"train/{s}": (block_rows, train.dataset(s).shape[1], train.dataset(s).dtype) for s in train_streams}},
+        # one block measured, one just read and one being read: at 32 MB (16 cores) a set is 17 MB of
+        # bf16 bits, and a fourth cost 17 MB of peak RSS for no measured speed
+        READ_AHEAD_BLOCKS + PIPELINED_BLOCKS,
+    )
+
     def read_block(positions: np.ndarray, samples: np.ndarray | None, serve_rows: slice, train_rows: slice):
         # The read-ahead thread only reads (the raw read is the limit); loading (the widening on the
         # CPU, the upload to a GPU) is done by the measuring side.
-        served = {s: serve.read_raw(s, serve_rows.start, serve_rows.stop) for s in serve_streams}
-        trained = {s: train.read_raw(s, train_rows.start, train_rows.stop) for s in train_streams}
-        return positions, samples, served, trained, serve_rows.start, train_rows.start
+        held = _Held(buffers, buffers.take())
+        n = serve_rows.stop - serve_rows.start
+        served = {s: serve.read_raw_into(s, serve_rows.start, serve_rows.stop, held.buffers[f"serve/{s}"][:n])
+                  for s in serve_streams}
+        trained = {s: train.read_raw_into(s, train_rows.start, train_rows.stop, held.buffers[f"train/{s}"][:n])
+                   for s in train_streams}
+        return positions, samples, served, trained, serve_rows.start, train_rows.start, held
 
     def block_reads():
         first_sample = 0  # the number of the run's first segment
@@ -125,14 +163,17 @@ def measure(
     # never wait for the pass's own serial share. The mapping searches' share of a block is computed
     # in threads of their own, beside the metrics, and added up in the blocks' order.
     rows_done, rows_total = 0, sum(s.length for s in segments)
-    feeder = concurrent.futures.ThreadPoolExecutor(max(1, kernels.threads // 2), thread_name_prefix="alignprobe-mapping-feed")
+    feeder = concurrent.futures.ThreadPoolExecutor(max(1, kernels.threads // 4), thread_name_prefix="alignprobe-mapping-feed")
     feeding: collections.deque[tuple[MappingSums, concurrent.futures.Future]] = collections.deque()
-    measuring: collections.deque[tuple[np.ndarray, np.ndarray | None, int, Callable[[], list]]] = collections.deque()
+    measuring: collections.deque[tuple[np.ndarray, np.ndarray | None, int, Callable[[], list], _Held]] = collections.deque()
 
-    def add_up(pos: np.ndarray, samples: np.ndarray | None, v0: int, terms_later: Callable[[], list]) -> None:
+    def add_up(pos: np.ndarray, samples: np.ndarray | None, v0: int, terms_later: Callable[[], list],
+               held: _Held) -> None:
         nonlocal rows_done
+        terms = terms_later()
+        held.release()
         flagged = []
-        for p, t in zip(pairs, terms_later()):
+        for p, t in zip(pairs, terms):
             left_out = p.acc.add(t, pos, samples)
             if left_out is not None and nonfinite is not None:
                 claim = train.streams[p.train_stream]
@@ -150,8 +191,9 @@ def measure(
             for part in future.result():
                 search.accumulate(part)
 
+    blocks = read_ahead(block_reads(), READ_AHEAD_BLOCKS)
     try:
-        for pos, samples, served, trained, v0, t0 in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
+        for pos, samples, served, trained, v0, t0, held in blocks:
             if explain_feed is not None:
                 explain_feed(served, trained, v0, t0, len(pos))
             served = {s: kernels.load(raw, serve.encoding(s)) for s, raw in served.items()}
@@ -159,12 +201,14 @@ def measure(
             for search in mapping:
                 pieces = window_pieces(search, v0, t0, len(pos))
                 if pieces:
-                    feeding.append((search, feeder.submit(feed, search, pieces, served, trained, t0)))
+                    future = feeder.submit(feed, search, pieces, served, trained, t0)
+                    held.hold(future)
+                    feeding.append((search, future))
             measuring.append((pos, samples, v0, kernels.row_terms_later([
                 (trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H],
                  served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H])
                 for p in pairs
-            ])))
+            ]), held))
             del served, trained  # held by the work started on them, and freed with it
             while len(measuring) > PIPELINED_BLOCKS:
                 add_up(*measuring.popleft())
@@ -173,6 +217,8 @@ def measure(
             add_up(*measuring.popleft())
         fed_up_to(0)
     finally:
+        buffers.abort()  # a read waiting for a buffer that no stopped block gives back gives up
+        blocks.close()
         for _, future in feeding:
             future.cancel()
         feeder.shutdown()
