@@ -195,6 +195,7 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     "lib_t16": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 16}),
     "lib_tile1m": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 1 << 20}),
     "lib_tile256k": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 256 << 10}),
+    "lib_tile2m": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 2 << 20}),
     "lib_notile": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 1 << 40}),  # a task at once
     "lib_nopipe": ({}, {"alignprobe.compare.streaming:PIPELINED_BLOCKS": 0}),
     "lib_16mb": ({"block_bytes": 16 << 20}, {}),

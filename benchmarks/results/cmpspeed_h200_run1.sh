@@ -7,7 +7,7 @@ echo "== kernels: benchmarks/compare_tiles.py"; python3 benchmarks/compare_tiles
 T="--trees base=build/cs/base,new=. --dir /tmp/b --variants library,cuda"
 echo "== compare 1 GB: compare_throughput.py --sizes 1 --cache cold,warm --repeats 2 $T"
 timeout 150 python3 benchmarks/compare_throughput.py --sizes 1 --cache cold,warm --repeats 2 $T 2>&1 | tee $OUT/compare1.txt
-V=library,lib_notile,lib_tile1m,lib_nopipe,lib_t12,lib_16mb,lib_noexp,cuda_gpu
+V=library,lib_notile,lib_tile2m,lib_tile1m,lib_nopipe,lib_t12,lib_16mb,lib_noexp,cuda_gpu
 echo "== tuning, 1 GB warm (new): --variants $V"
 timeout 120 python3 benchmarks/compare_throughput.py --sizes 1 --cache warm --repeats 2 --dir /tmp/b --variants $V 2>&1 | tee $OUT/tune1.txt
 echo "== threads, 1 GB warm (new)"; timeout 50 python3 benchmarks/compare_threads.py --gb 1 --cache warm --dir /tmp/b --top 24 2>&1 | tee $OUT/threads1.txt

@@ -123,8 +123,6 @@ def tiled_row_terms(a: Stored, b: Stored) -> RowTerms:
     wide_a, wide_b, diff = (np.empty((step, width), np.float32) for _ in range(3))
     sums = np.empty((3, n, 1, 1), np.float32)  # ||a||^2, ||b||^2, ||a-b||^2 as the matmul gives them
     dmax = np.empty(n, np.float32)
-    columns = _screen_columns(width)
-    screen_a, screen_b = np.empty((n, len(columns)), np.float32), np.empty((n, len(columns)), np.float32)
     with np.errstate(all="ignore"):  # rows with NaN / Inf / overflow are measured again below
         for start in range(0, n, step):
             rows = slice(start, min(n, start + step))
@@ -136,17 +134,19 @@ def tiled_row_terms(a: Stored, b: Stored) -> RowTerms:
             np.subtract(x, y, out=d)
             np.matmul(d[:, None, :], d[:, :, None], out=sums[2, rows])
             np.max(np.abs(d, out=d), axis=1, out=dmax[rows])
-            screen_a[rows], screen_b[rows] = x[:, columns], y[:, columns]
     aa, bb, dd = sums[:, :, 0, 0].astype(np.float64)
     if not (np.isfinite(aa).all() and np.isfinite(bb).all() and np.isfinite(dd).all()):
         return row_terms(a.widened(), b.widened())
-    if _screened(screen_a, aa).any() or _screened(screen_b, bb).any():
+    if _screened(a.raw, aa).any() or _screened(b.raw, bb).any():
         return row_terms(a.widened(), b.widened())
     return RowTerms(aa, bb, dd, dmax.astype(np.float64), *(np.zeros(n, bool) for _ in range(6)))
 
 
-def _screened(screen: np.ndarray, sq: np.ndarray) -> np.ndarray:
-    """constant_rows' candidates from the screen columns' values of finite rows."""
+def _screened(raw: np.ndarray, sq: np.ndarray) -> np.ndarray:
+    """Finite rows, not all zero, whose stored bits agree on constant_rows' screen columns: every
+    row constant_rows confirms is one (equal values of a finite, nonzero row are equal bits; 0.0 and
+    -0.0 differ in bits only in rows it would not confirm), so none is missed."""
+    screen = raw[:, _screen_columns(raw.shape[1])]
     return (sq > 0) & (screen == screen[:, :1]).all(axis=1)
 
 
