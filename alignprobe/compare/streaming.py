@@ -7,7 +7,6 @@ import collections
 import concurrent.futures
 import dataclasses
 import functools
-import threading
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -36,27 +35,6 @@ class _Pair:
     train_stream: str
     train_slice: int
     acc: SliceAccumulator
-
-
-class _Held:
-    """A block's buffers, given back once its terms are added up and every mapping feed on it is done."""
-
-    def __init__(self, buffers: BlockBuffers, held: dict[str, np.ndarray]):
-        self.buffers, self._pool = held, buffers
-        self._lock = threading.Lock()
-        self._users = 1  # the block's terms
-
-    def hold(self, future: concurrent.futures.Future) -> None:
-        with self._lock:
-            self._users += 1
-        future.add_done_callback(lambda _: self.release())
-
-    def release(self) -> None:
-        with self._lock:
-            self._users -= 1
-            done = self._users == 0
-        if done:
-            self._pool.give(self.buffers)
 
 
 def _runs(segments: list[Segment]) -> Iterator[list[Segment]]:
@@ -117,24 +95,23 @@ def measure(
     H = hidden_size
 
     # Every block is read into one of a few sets of buffers, given back once the block's terms are
-    # added up and its mapping rows scored (dump/block_buffers.py): no page faults a block, and the
-    # read-ahead never holds more than these.
+    # added up (dump/block_buffers.py): no page faults a block, and the read-ahead never holds more
+    # than these. The mapping searches get copies of their rows, so no block waits for them.
     buffers = BlockBuffers(
         {**{f"serve/{s}": (block_rows, serve.dataset(s).shape[1], serve.dataset(s).dtype) for s in serve_streams},
          **{f"train/{s}": (block_rows, train.dataset(s).shape[1], train.dataset(s).dtype) for s in train_streams}},
-        # one block measured, one just read and one being read: at 32 MB (16 cores) a set is 17 MB of
-        # bf16 bits, and a fourth cost 17 MB of peak RSS for no measured speed
+        # one block measured, one just read and one being read (a set is 17 MB of bf16 bits at 32 MB)
         READ_AHEAD_BLOCKS + PIPELINED_BLOCKS,
     )
 
     def read_block(positions: np.ndarray, samples: np.ndarray | None, serve_rows: slice, train_rows: slice):
         # The read-ahead thread only reads (the raw read is the limit); loading (the widening on the
         # CPU, the upload to a GPU) is done by the measuring side.
-        held = _Held(buffers, buffers.take())
+        held = buffers.take()
         n = serve_rows.stop - serve_rows.start
-        served = {s: serve.read_raw_into(s, serve_rows.start, serve_rows.stop, held.buffers[f"serve/{s}"][:n])
+        served = {s: serve.read_raw_into(s, serve_rows.start, serve_rows.stop, held[f"serve/{s}"][:n])
                   for s in serve_streams}
-        trained = {s: train.read_raw_into(s, train_rows.start, train_rows.stop, held.buffers[f"train/{s}"][:n])
+        trained = {s: train.read_raw_into(s, train_rows.start, train_rows.stop, held[f"train/{s}"][:n])
                    for s in train_streams}
         return positions, samples, served, trained, serve_rows.start, train_rows.start, held
 
@@ -165,13 +142,13 @@ def measure(
     rows_done, rows_total = 0, sum(s.length for s in segments)
     feeder = concurrent.futures.ThreadPoolExecutor(max(1, kernels.threads // 4), thread_name_prefix="alignprobe-mapping-feed")
     feeding: collections.deque[tuple[MappingSums, concurrent.futures.Future]] = collections.deque()
-    measuring: collections.deque[tuple[np.ndarray, np.ndarray | None, int, Callable[[], list], _Held]] = collections.deque()
+    measuring: collections.deque[tuple[np.ndarray, np.ndarray | None, int, Callable[[], list], dict]] = collections.deque()
 
     def add_up(pos: np.ndarray, samples: np.ndarray | None, v0: int, terms_later: Callable[[], list],
-               held: _Held) -> None:
+               held: dict[str, np.ndarray]) -> None:
         nonlocal rows_done
         terms = terms_later()
-        held.release()
+        buffers.give(held)
         flagged = []
         for p, t in zip(pairs, terms):
             left_out = p.acc.add(t, pos, samples)
@@ -196,14 +173,18 @@ def measure(
         for pos, samples, served, trained, v0, t0, held in blocks:
             if explain_feed is not None:
                 explain_feed(served, trained, v0, t0, len(pos))
-            served = {s: kernels.load(raw, serve.encoding(s)) for s, raw in served.items()}
-            trained = {s: kernels.load(raw, train.encoding(s)) for s, raw in trained.items()}
             for search in mapping:
                 pieces = window_pieces(search, v0, t0, len(pos))
                 if pieces:
-                    future = feeder.submit(feed, search, pieces, served, trained, t0)
-                    held.hold(future)
-                    feeding.append((search, future))
+                    first, last = min(p[0] for p in pieces), max(p[1] for p in pieces)
+                    rows = slice(first - t0, last - t0)
+                    feeding.append((search, feeder.submit(
+                        feed, search, pieces,
+                        {s: kernels.load(served[s][rows].copy(), serve.encoding(s)) for s in search.serve_streams},
+                        {s: kernels.load(trained[s][rows].copy(), train.encoding(s)) for s in search.train_streams},
+                        first)))
+            served = {s: kernels.load(raw, serve.encoding(s)) for s, raw in served.items()}
+            trained = {s: kernels.load(raw, train.encoding(s)) for s, raw in trained.items()}
             measuring.append((pos, samples, v0, kernels.row_terms_later([
                 (trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H],
                  served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H])

@@ -24,7 +24,12 @@ from alignprobe.dump.encoding import from_storage, widen_into
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 
 MAX_THREADS = 8
-TILE_BYTES = 512 << 10  # float32 bytes of one side's rows widened and measured at once (16 rows at H = 7168)
+# float32 bytes of one side's rows widened and measured at once: 2 MB is a whole task (73 rows at
+# H = 7168) on 16 cores; smaller tiles were 1.4x faster on one core of the 2-core box (cache-sized)
+# but no faster on the H200 host's, and their numpy calls cost the pass there (1 GB warm, 16 cores:
+# 512 KB 2.14 s, 1 MB 1.77 s, 2 MB 1.54 s: benchmarks/results/cmpspeed_h200.txt)
+TILE_BYTES = 2 << 20
+SPLIT_PAIRS = True  # cut each pair's rows into a task per thread (False: a task a pair)
 
 
 def block_bytes_for(threads: int) -> int:
@@ -64,7 +69,7 @@ class NumpyKernels:
             return lambda: terms
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="alignprobe-metrics")
-        parts = -(-self.threads // len(pairs))  # ceil: every thread gets a task
+        parts = -(-self.threads // len(pairs)) if SPLIT_PAIRS else 1  # ceil: every thread gets a task
         step = max(1, -(-rows // parts))
         tasks = [[self._pool.submit(tiled_row_terms, a[start:start + step], b[start:start + step])
                   for start in range(0, rows, step)] for a, b in pairs]
