@@ -200,6 +200,7 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     "lib_nopipe": ({}, {"alignprobe.compare.streaming:PIPELINED_BLOCKS": 0}),
     "lib_16mb": ({"block_bytes": 16 << 20}, {}),
     "lib_nosplit": ({}, {"alignprobe.compare.kernels.numpy_kernels:SPLIT_PAIRS": False}),
+    "lib_6sets": ({}, {"alignprobe.compare.streaming:READ_BUFFER_SETS": 6}),
     "lib_tile512k": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 512 << 10}),
 }
 

@@ -25,6 +25,9 @@ from alignprobe.dump.readahead import read_ahead
 
 READ_AHEAD_BLOCKS = 2  # blocks read in a background thread ahead of the metrics (0: read in turn)
 PIPELINED_BLOCKS = 1  # blocks whose terms are being computed while the one before is added up
+# Read buffer sets (None: one block measured, one just read and one being read; a set is 17 MB of
+# bf16 bits at 32 MB blocks, so each one more costs as much peak RSS)
+READ_BUFFER_SETS: int | None = None
 MAX_FEEDING = 4  # blocks waiting for the mapping searches' threads, at most
 
 
@@ -100,8 +103,7 @@ def measure(
     buffers = BlockBuffers(
         {**{f"serve/{s}": (block_rows, serve.dataset(s).shape[1], serve.dataset(s).dtype) for s in serve_streams},
          **{f"train/{s}": (block_rows, train.dataset(s).shape[1], train.dataset(s).dtype) for s in train_streams}},
-        # one block measured, one just read and one being read (a set is 17 MB of bf16 bits at 32 MB)
-        READ_AHEAD_BLOCKS + PIPELINED_BLOCKS,
+        READ_BUFFER_SETS or READ_AHEAD_BLOCKS + PIPELINED_BLOCKS,
     )
 
     def read_block(positions: np.ndarray, samples: np.ndarray | None, serve_rows: slice, train_rows: slice):
