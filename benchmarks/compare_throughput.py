@@ -190,18 +190,10 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     # pass's blocks at 8 MB whatever the threads (block_bytes_for grows them to 32 MB on 8 threads)
     "lib_noexp": ({}, {"alignprobe.compare.explaining:RUNS": 0}),
     "lib_8mb": ({"block_bytes": 8 << 20}, {}),
-    # the CPU kernels' tuning: metrics threads past 8, and the tile measured at once
+    # the CPU kernels' tuning: metrics threads past 8
     "lib_t12": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 12}),
     "lib_t16": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 16}),
-    "lib_tile1m": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 1 << 20}),
-    "lib_tile256k": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 256 << 10}),
-    "lib_tile2m": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 2 << 20}),
-    "lib_notile": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 1 << 40}),  # a task at once
-    "lib_nopipe": ({}, {"alignprobe.compare.streaming:PIPELINED_BLOCKS": 0}),
     "lib_16mb": ({"block_bytes": 16 << 20}, {}),
-    "lib_nosplit": ({}, {"alignprobe.compare.kernels.numpy_kernels:SPLIT_PAIRS": False}),
-    "lib_6sets": ({}, {"alignprobe.compare.streaming:READ_BUFFER_SETS": 6}),
-    "lib_tile512k": ({}, {"alignprobe.compare.kernels.numpy_kernels:TILE_BYTES": 512 << 10}),
 }
 
 

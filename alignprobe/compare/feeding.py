@@ -77,22 +77,11 @@ def window_pieces(search: MappingSums, v0: int, t0: int, n: int) -> list[tuple[i
     return pieces
 
 
-# Rows of a piece scored at once: a window of the sampled rows (up to 128) widened whole is 11 MB of
-# a 21504-wide serve stream, and its unit rows as much again, page-faulted fresh for every piece
-# (16 rows: 1.4 MB, in cache).
-FEED_TILE_ROWS = 16
-
-
-def feed(search: MappingSums, pieces: list[tuple[int, int]], served: dict, trained: dict, t0: int) -> list:
-    """The sums of the ``pieces`` (train rows) of a block whose train rows start at ``t0``, for
-    ``search.accumulate`` in order (MappingSums.partial: any thread may compute them)."""
-    parts = []
+def feed(search: MappingSums, pieces: list[tuple[int, int]], served: dict, trained: dict, t0: int) -> None:
+    """Give ``search`` the ``pieces`` (train rows) of a block whose train rows start at ``t0``."""
     for first, last in pieces:
-        for start in range(first, last, FEED_TILE_ROWS):
-            rows = slice(start - t0, min(last, start + FEED_TILE_ROWS) - t0)
-            parts.append(search.partial(functools.partial(_block_rows, served, rows),
-                                        functools.partial(_block_rows, trained, rows)))
-    return parts
+        rows = slice(first - t0, last - t0)
+        search.add(functools.partial(_block_rows, served, rows), functools.partial(_block_rows, trained, rows))
 
 
 def _block_rows(block: dict, rows: slice, stream: str, cols: slice):

@@ -150,26 +150,15 @@ class MappingSums:
     def add(self, serve_block: Callable[[str, slice], Any], train_block: Callable[[str, slice], Any]) -> None:
         """Add some aligned rows: ``serve_block(stream, columns)`` / ``train_block(stream, columns)``
         give them, loaded by the kernels (called once per serve stream and per candidate)."""
-        self.accumulate(self.partial(serve_block, train_block))
-
-    def partial(self, serve_block: Callable[[str, slice], Any], train_block: Callable[[str, slice], Any]) -> list:
-        """The sums of some aligned rows (as :meth:`add` takes them), not yet added: any thread may
-        compute them; :meth:`accumulate` adds them in the rows' order, so the result does not depend
-        on which thread computed what."""
         H = self.hidden_size
-        searched = [(r, k) for r, k in zip(self.requests, self.widths) if k]
-        units = [self.kernels.serve_units(serve_block(r.serve_stream, slice(0, k * H)), k, H) for r, k in searched]
-        parts = [np.zeros((4, k, len(self.candidates))) for _, k in searched]
-        for c, cand in enumerate(self.candidates if searched else ()):
+        searched = [(r, k, acc) for r, k, acc in zip(self.requests, self.widths, self.sums) if k]
+        if not searched:
+            return
+        units = [self.kernels.serve_units(serve_block(r.serve_stream, slice(0, k * H)), k, H) for r, k, _ in searched]
+        for c, cand in enumerate(self.candidates):
             train_slice = self.kernels.train_units(train_block(cand.stream, slice(cand.slice * H, (cand.slice + 1) * H)))
-            for part, serve_units in zip(parts, units):
-                part[:, :, c] = self.kernels.candidate_sums(serve_units, train_slice)
-        return parts
-
-    def accumulate(self, parts: list) -> None:
-        """Add sums made by :meth:`partial`."""
-        for acc, part in zip((acc for k, acc in zip(self.widths, self.sums) if k), parts):
-            acc += part
+            for (_, _, acc), serve_units in zip(searched, units):
+                acc[:, :, c] += self.kernels.candidate_sums(serve_units, train_slice)
 
     def results(self, serve: Dump, tie_cosine: float) -> list[MappingSearch]:
         return [

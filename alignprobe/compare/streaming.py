@@ -20,15 +20,10 @@ from alignprobe.compare.pairing import Segment
 from alignprobe.compare.plan import StreamPlan
 from alignprobe.compare.result import SliceMetrics, StreamComparison
 from alignprobe.dump import Dump
-from alignprobe.dump.block_buffers import BlockBuffers
 from alignprobe.dump.readahead import read_ahead
 
 READ_AHEAD_BLOCKS = 2  # blocks read in a background thread ahead of the metrics (0: read in turn)
-PIPELINED_BLOCKS = 1  # blocks whose terms are being computed while the one before is added up
-# Read buffer sets (None: one block measured, one just read and one being read; a set is 17 MB of
-# bf16 bits at 32 MB blocks, so each one more costs as much peak RSS)
-READ_BUFFER_SETS: int | None = None
-MAX_FEEDING = 4  # blocks waiting for the mapping searches' threads, at most
+MAX_FEEDING = 4  # blocks waiting for the mapping searches' thread, at most
 
 
 @dataclasses.dataclass
@@ -97,25 +92,12 @@ def measure(
     block_rows = max(chunk_rows, block_bytes // max(1, row_bytes) // chunk_rows * chunk_rows)
     H = hidden_size
 
-    # Every block is read into one of a few sets of buffers, given back once the block's terms are
-    # added up (dump/block_buffers.py): no page faults a block, and the read-ahead never holds more
-    # than these. The mapping searches get copies of their rows, so no block waits for them.
-    buffers = BlockBuffers(
-        {**{f"serve/{s}": (block_rows, serve.dataset(s).shape[1], serve.dataset(s).dtype) for s in serve_streams},
-         **{f"train/{s}": (block_rows, train.dataset(s).shape[1], train.dataset(s).dtype) for s in train_streams}},
-        READ_BUFFER_SETS or READ_AHEAD_BLOCKS + PIPELINED_BLOCKS,
-    )
-
     def read_block(positions: np.ndarray, samples: np.ndarray | None, serve_rows: slice, train_rows: slice):
         # The read-ahead thread only reads (the raw read is the limit); loading (the widening on the
         # CPU, the upload to a GPU) is done by the measuring side.
-        held = buffers.take()
-        n = serve_rows.stop - serve_rows.start
-        served = {s: serve.read_raw_into(s, serve_rows.start, serve_rows.stop, held[f"serve/{s}"][:n])
-                  for s in serve_streams}
-        trained = {s: train.read_raw_into(s, train_rows.start, train_rows.stop, held[f"train/{s}"][:n])
-                   for s in train_streams}
-        return positions, samples, served, trained, serve_rows.start, train_rows.start, held
+        served = {s: serve.read_raw(s, serve_rows.start, serve_rows.stop) for s in serve_streams}
+        trained = {s: train.read_raw(s, train_rows.start, train_rows.stop) for s in train_streams}
+        return positions, samples, served, trained, serve_rows.start, train_rows.start
 
     def block_reads():
         first_sample = 0  # the number of the run's first segment
@@ -137,74 +119,44 @@ def measure(
                     slice(t0 + start, t0 + stop),
                 )
 
-    # The next block is read while this one is measured (benchmarks/compare_throughput.py), and its
-    # terms are started before the block before is added up (PIPELINED_BLOCKS), so the metrics threads
-    # never wait for the pass's own serial share. The mapping searches' share of a block is computed
-    # in threads of their own, beside the metrics, and added up in the blocks' order.
+    # The next block is read while this one is measured (benchmarks/compare_throughput.py).
+    # The mapping searches' share of a block is computed in a thread of its own, beside the metrics.
     rows_done, rows_total = 0, sum(s.length for s in segments)
-    feeder = concurrent.futures.ThreadPoolExecutor(max(1, kernels.threads // 4), thread_name_prefix="alignprobe-mapping-feed")
-    feeding: collections.deque[tuple[MappingSums, concurrent.futures.Future]] = collections.deque()
-    measuring: collections.deque[tuple[np.ndarray, np.ndarray | None, int, Callable[[], list], dict]] = collections.deque()
-
-    def add_up(pos: np.ndarray, samples: np.ndarray | None, v0: int, terms_later: Callable[[], list],
-               held: dict[str, np.ndarray]) -> None:
-        nonlocal rows_done
-        terms = terms_later()
-        buffers.give(held)
-        flagged = []
-        for p, t in zip(pairs, terms):
-            left_out = p.acc.add(t, pos, samples)
-            if left_out is not None and nonfinite is not None:
-                claim = train.streams[p.train_stream]
-                flagged.append(FlaggedPair(p.plan.serve_stream, p.serve_slice, claim.slice_label(p.train_slice),
-                                           claim.hf_indices[p.train_slice], t, left_out))
-        if flagged and nonfinite is not None:
-            nonfinite.add_block(v0, pos, flagged)
-        if progress is not None:
-            rows_done += len(pos)
-            progress(rows_done, rows_total)
-
-    def fed_up_to(limit: int) -> None:
-        while len(feeding) > limit:  # each holds its block: bound the memory
-            search, future = feeding.popleft()
-            for part in future.result():
-                search.accumulate(part)
-
-    blocks = read_ahead(block_reads(), READ_AHEAD_BLOCKS)
+    feeder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="alignprobe-mapping-feed")
+    feeding: collections.deque[concurrent.futures.Future] = collections.deque()
     try:
-        for pos, samples, served, trained, v0, t0, held in blocks:
+        for pos, samples, served, trained, v0, t0 in read_ahead(block_reads(), READ_AHEAD_BLOCKS):
             if explain_feed is not None:
                 explain_feed(served, trained, v0, t0, len(pos))
+            served = {s: kernels.load(raw, serve.encoding(s)) for s, raw in served.items()}
+            trained = {s: kernels.load(raw, train.encoding(s)) for s, raw in trained.items()}
             for search in mapping:
                 pieces = window_pieces(search, v0, t0, len(pos))
                 if pieces:
-                    first, last = min(p[0] for p in pieces), max(p[1] for p in pieces)
-                    rows = slice(first - t0, last - t0)
-                    feeding.append((search, feeder.submit(
-                        feed, search, pieces,
-                        {s: kernels.load(served[s][rows].copy(), serve.encoding(s)) for s in search.serve_streams},
-                        {s: kernels.load(trained[s][rows].copy(), train.encoding(s)) for s in search.train_streams},
-                        first)))
-            served = {s: kernels.load(raw, serve.encoding(s)) for s, raw in served.items()}
-            trained = {s: kernels.load(raw, train.encoding(s)) for s, raw in trained.items()}
-            measuring.append((pos, samples, v0, kernels.row_terms_later([
+                    feeding.append(feeder.submit(feed, search, pieces, served, trained, t0))
+            while len(feeding) > MAX_FEEDING:  # each holds its block: bound the memory
+                feeding.popleft().result()
+            terms = kernels.row_terms([
                 (trained[p.train_stream][:, p.train_slice * H : (p.train_slice + 1) * H],
                  served[p.plan.serve_stream][:, p.serve_slice * H : (p.serve_slice + 1) * H])
                 for p in pairs
-            ]), held))
-            del served, trained  # held by the work started on them, and freed with it
-            while len(measuring) > PIPELINED_BLOCKS:
-                add_up(*measuring.popleft())
-            fed_up_to(MAX_FEEDING)
-        while measuring:
-            add_up(*measuring.popleft())
-        fed_up_to(0)
+            ])
+            flagged = []
+            for p, t in zip(pairs, terms):
+                left_out = p.acc.add(t, pos, samples)
+                if left_out is not None and nonfinite is not None:
+                    claim = train.streams[p.train_stream]
+                    flagged.append(FlaggedPair(p.plan.serve_stream, p.serve_slice, claim.slice_label(p.train_slice),
+                                               claim.hf_indices[p.train_slice], t, left_out))
+            if flagged and nonfinite is not None:
+                nonfinite.add_block(v0, pos, flagged)
+            if progress is not None:
+                rows_done += len(pos)
+                progress(rows_done, rows_total)
+        while feeding:
+            feeding.popleft().result()
     finally:
-        buffers.abort()  # a read waiting for a buffer that no stopped block gives back gives up
-        blocks.close()
-        for _, future in feeding:
-            future.cancel()
-        feeder.shutdown()
+        feeder.shutdown(cancel_futures=True)
     out = []
     for plan in plans:
         sclaim = serve.streams[plan.serve_stream]

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-from typing import Callable, Generator, Iterable, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 
 
-def read_ahead(loads: Iterable[Callable[[], T]], depth: int = 1) -> Generator[T, None, None]:
+def read_ahead(loads: Iterable[Callable[[], T]], depth: int = 1) -> Iterator[T]:
     """Yield ``load()`` of each load in order, running up to ``depth`` of them ahead in a thread.
 
     ``depth=0`` runs every load in the caller's thread when it is needed (no thread at all). An

@@ -214,16 +214,6 @@ class Dump(SampleIndex):
         key = (slice(start, stop), columns if columns is not None else slice(None))
         return self._guarded(lambda: ds[key])
 
-    def read_raw_into(self, stream: str, start: int, stop: int, out: np.ndarray) -> np.ndarray:
-        """As :meth:`read_raw` of whole rows, into ``out`` (the stored dtype, ``[stop - start, width]``,
-        C-contiguous); returns it. A pass that reads into buffers it keeps spares the allocator and
-        the page faults of a fresh array a block (compare/streaming.py)."""
-        self._claim(stream)
-        ds = self._datasets[stream]
-        if stop > start:
-            self._guarded(lambda: ds.read_direct(out, np.s_[start:stop], np.s_[0 : stop - start]))
-        return out
-
     def states(self, sample: int | str, stream: str) -> np.ndarray:
         """All states of one sample, float32 ``[length, width]`` (random access)."""
         start, stop = self.span(sample)

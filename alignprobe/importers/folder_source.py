@@ -144,14 +144,7 @@ class FolderSource(SampleIndex):
         stop = max(start, stop)
         columns = columns if columns is not None else slice(None)
         ncols = len(range(*columns.indices(claim.width)))
-        return self.read_raw_into(stream, start, stop, np.empty((stop - start, ncols), dtype=STORAGE_DTYPE[claim.dtype]),
-                                  columns)
-
-    def read_raw_into(self, stream: str, start: int, stop: int, out: np.ndarray,
-                      columns: slice | None = None) -> np.ndarray:
-        """:meth:`read_raw` into ``out`` (the stored dtype, ``[stop - start, columns]``); returns it."""
-        self._claim(stream)
-        columns = columns if columns is not None else slice(None)
+        out = np.empty((stop - start, ncols), dtype=STORAGE_DTYPE[claim.dtype])
         row = start
         while row < stop:
             k = int(np.searchsorted(self.offsets, row, side="right")) - 1

@@ -16,9 +16,10 @@ benchmarks/README.md); ``kernels_for("cuda")`` uploads the stored bits and widen
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
+
 
 
 @dataclasses.dataclass
@@ -40,20 +41,11 @@ class RowTerms:
     const_b: np.ndarray
 
 
-def joined(parts: Sequence[RowTerms]) -> RowTerms:
-    """The terms of consecutive row ranges as one (the rows in order)."""
-    if len(parts) == 1:
-        return parts[0]
-    fields = [f.name for f in dataclasses.fields(RowTerms)]
-    return RowTerms(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in fields})
-
-
 class Kernels(Protocol):
     """What compare needs from a device. Arrays are numpy on the CPU, tensors on a torch device."""
 
     name: str
     block_bytes: int  # float32 bytes of one streaming block, both dumps together
-    threads: int  # host threads its work is spread over (the pass sizes its helpers by it)
 
     def load(self, raw: np.ndarray, encoding: str) -> Any:
         """Stored values (bf16 bits, fp16, fp32), ready for the other kernels: a tensor widened to
@@ -62,10 +54,6 @@ class Kernels(Protocol):
 
     def row_terms(self, pairs: Sequence[tuple[Any, Any]]) -> list[RowTerms]:
         """:class:`RowTerms` of each ``(a, b)`` pair of loaded slices ``[n, H]``."""
-
-    def row_terms_later(self, pairs: Sequence[tuple[Any, Any]]) -> Callable[[], list[RowTerms]]:
-        """:meth:`row_terms`, started now and waited for when the returned call is made (the pass
-        starts a block's terms before it adds up the block before)."""
 
     def serve_units(self, block: Any, k: int, hidden_size: int) -> Any:
         """The serve side of the mapping search for one group of rows (``k`` slices of ``block``)."""

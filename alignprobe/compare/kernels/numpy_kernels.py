@@ -1,35 +1,23 @@
 """The comparer's kernels in numpy: products in float32 (BLAS), sums in float64.
 
-A block's pairs are measured in parallel threads (numpy releases the GIL in its loops and BLAS
-calls), each pair's rows cut into as many parts as it takes to give every thread one: a block
-holds only four pairs (three aux slices and the final state), so with one task a pair half of 8
-threads sat idle (benchmarks/results/speed_h200.txt). A task widens and measures its rows a tile
-of TILE_BYTES at a time into buffers it keeps: arrays that small stay in cache, where a whole
-block's (4 MB a slice) went to memory, or were page-faulted fresh, for each widening and the
-difference (1.4x on one core of a 2-core Xeon: benchmarks/compare_tiles.py,
-benchmarks/results/compare_tiles_cpu.txt). Rows are measured one by one either way, so the terms
-are the same.
+The pairs of a block are measured in parallel threads: numpy releases the GIL in its loops and
+BLAS calls, and a block holds several independent pairs (three aux slices and the final state, at
+least), so a many-core machine keeps up with the disk (benchmarks/compare_throughput.py).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import os
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from alignprobe.compare.kernels import RowTerms, joined
-from alignprobe.dump.encoding import from_storage, widen_into
+from alignprobe.compare.kernels import RowTerms
+from alignprobe.dump.encoding import from_storage
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 
 MAX_THREADS = 8
-# float32 bytes of one side's rows widened and measured at once: 2 MB is a whole task (73 rows at
-# H = 7168) on 16 cores; smaller tiles were 1.4x faster on one core of the 2-core box (cache-sized)
-# but no faster on the H200 host's, and their numpy calls cost the pass there (1 GB warm, 16 cores:
-# 512 KB 2.14 s, 1 MB 1.77 s, 2 MB 1.54 s: benchmarks/results/cmpspeed_h200.txt)
-TILE_BYTES = 2 << 20
-SPLIT_PAIRS = True  # cut each pair's rows into a task per thread (False: a task a pair)
 
 
 def block_bytes_for(threads: int) -> int:
@@ -59,31 +47,19 @@ class NumpyKernels:
         return Stored(raw, encoding)
 
     def row_terms(self, pairs: Sequence[tuple["Stored", "Stored"]]) -> list[RowTerms]:
-        return self.row_terms_later(pairs)()
+        def measure(pair: tuple[Stored, Stored]) -> RowTerms:
+            return row_terms(pair[0].widened(), pair[1].widened())
 
-    def row_terms_later(self, pairs: Sequence[tuple["Stored", "Stored"]]) -> Callable[[], list[RowTerms]]:
-        """Start measuring ``pairs`` in the threads; the returned call waits and gives :meth:`row_terms`."""
-        rows = len(pairs[0][0].raw) if pairs else 0
-        if self.threads < 2 or not rows:
-            terms = [tiled_row_terms(a, b) for a, b in pairs]
-            return lambda: terms
+        if len(pairs) < 2 or self.threads < 2:
+            return [measure(p) for p in pairs]
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="alignprobe-metrics")
-        parts = -(-self.threads // len(pairs)) if SPLIT_PAIRS else 1  # ceil: every thread gets a task
-        step = max(1, -(-rows // parts))
-        tasks = [[self._pool.submit(tiled_row_terms, a[start:start + step], b[start:start + step])
-                  for start in range(0, rows, step)] for a, b in pairs]
-        return lambda: [joined([task.result() for task in pair_tasks]) for pair_tasks in tasks]
+        return list(self._pool.map(measure, pairs))
 
     def serve_units(self, block: "Stored", k: int, hidden_size: int):
         x = block.widened()
-        # each slice's unit rows written in place into the [k, rows * H] matrix (np.stack of k
-        # separate arrays copied them all once more: a third of the mapping search's time)
-        units = np.empty((k, len(x), hidden_size), np.float32)
-        valid, sq = np.empty((k, len(x))), np.empty((k, len(x)))
-        for j in range(k):
-            valid[j], sq[j] = unit_rows(x[:, j * hidden_size : (j + 1) * hidden_size], out=units[j])[1:]
-        return units.reshape(k, -1), valid, sq
+        units, valid, sq = zip(*(unit_rows(x[:, j * hidden_size : (j + 1) * hidden_size]) for j in range(k)))
+        return np.stack(units).reshape(k, -1), np.stack(valid).astype(np.float64), np.stack(sq)
 
     def train_units(self, train_slice: "Stored"):
         unit, valid, sq = unit_rows(train_slice.widened())
@@ -113,46 +89,6 @@ class Stored:
     def widened(self) -> np.ndarray:
         """float32, exactly (alignprobe/dump/encoding.py)."""
         return from_storage(self.raw, self.encoding)
-
-
-def tiled_row_terms(a: Stored, b: Stored) -> RowTerms:
-    """:func:`row_terms` of stored rows ``[n, H]``, widened and measured a tile of TILE_BYTES at a time
-    into buffers kept from tile to tile, in few numpy calls a tile: each holds the GIL a little, and
-    a 16-core pass runs 8 of these beside the reading thread.
-
-    Rows that are not plain (a NaN, an Inf, squares beyond float32, or a constant-row candidate)
-    are rare: where a task has one, it is measured again whole by :func:`row_terms`, so the terms
-    are row_terms' in every case."""
-    n, width = a.raw.shape
-    step = max(1, min(n, TILE_BYTES // (4 * max(1, width))))
-    wide_a, wide_b, diff = (np.empty((step, width), np.float32) for _ in range(3))
-    sums = np.empty((3, n, 1, 1), np.float32)  # ||a||^2, ||b||^2, ||a-b||^2 as the matmul gives them
-    dmax = np.empty(n, np.float32)
-    with np.errstate(all="ignore"):  # rows with NaN / Inf / overflow are measured again below
-        for start in range(0, n, step):
-            rows = slice(start, min(n, start + step))
-            x, y, d = wide_a[: rows.stop - start], wide_b[: rows.stop - start], diff[: rows.stop - start]
-            widen_into(x, a.raw[rows], a.encoding)
-            widen_into(y, b.raw[rows], b.encoding)
-            np.matmul(x[:, None, :], x[:, :, None], out=sums[0, rows])
-            np.matmul(y[:, None, :], y[:, :, None], out=sums[1, rows])
-            np.subtract(x, y, out=d)
-            np.matmul(d[:, None, :], d[:, :, None], out=sums[2, rows])
-            np.max(np.abs(d, out=d), axis=1, out=dmax[rows])
-    aa, bb, dd = sums[:, :, 0, 0].astype(np.float64)
-    if not (np.isfinite(aa).all() and np.isfinite(bb).all() and np.isfinite(dd).all()):
-        return row_terms(a.widened(), b.widened())
-    if _screened(a.raw, aa).any() or _screened(b.raw, bb).any():
-        return row_terms(a.widened(), b.widened())
-    return RowTerms(aa, bb, dd, dmax.astype(np.float64), *(np.zeros(n, bool) for _ in range(6)))
-
-
-def _screened(raw: np.ndarray, sq: np.ndarray) -> np.ndarray:
-    """Finite rows, not all zero, whose stored bits agree on constant_rows' screen columns: every
-    row constant_rows confirms is one (equal values of a finite, nonzero row are equal bits; 0.0 and
-    -0.0 differ in bits only in rows it would not confirm), so none is missed."""
-    screen = raw[:, _screen_columns(raw.shape[1])]
-    return (sq > 0) & (screen == screen[:, :1]).all(axis=1)
 
 
 def row_terms(a: np.ndarray, b: np.ndarray) -> RowTerms:
@@ -233,13 +169,12 @@ def token_terms(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return aa, bb, dd
 
 
-def unit_rows(x: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows scaled to unit norm (unusable rows zeroed), which rows are usable, and ||x||^2 per row
-    (the unit rows into ``out`` when given: float32, ``x``'s shape)."""
+def unit_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows scaled to unit norm (unusable rows zeroed), which rows are usable, and ||x||^2 per row."""
     sq = row_dot(x, x)
     valid = np.isfinite(sq) & (sq > 0)
     if valid.all():
-        return np.multiply(x, (1.0 / np.sqrt(sq)).astype(np.float32)[:, None], out=out), valid, sq
+        return x * (1.0 / np.sqrt(sq)).astype(np.float32)[:, None], valid, sq
     # the rare, slower path: NaN * 0 is NaN, so the unusable rows themselves are zeroed; finite rows
     # whose float32 squares overflowed (values past 1.8e19) are usable, normed in float64
     _, _, huge = nonfinite_masks(x, sq)
@@ -248,6 +183,6 @@ def unit_rows(x: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray,
     x = np.where(valid[:, None], x, np.float32(0))
     sq = np.where(valid | huge, sq, 0.0)
     scale = np.where(valid, 1.0 / np.sqrt(np.where(valid, sq, 1.0)), 0.0).astype(np.float32)
-    units = np.multiply(x, scale[:, None], out=out)
+    units = x * scale[:, None]
     units[huge] = wide / np.sqrt(sq[huge])[:, None]
     return units, valid | huge, sq

@@ -9,7 +9,7 @@ synchronisation per block, not one per pair), so blocks are large (``block_bytes
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -22,7 +22,6 @@ BLOCK_BYTES = 64 << 20
 
 class TorchKernels:
     block_bytes = BLOCK_BYTES
-    threads = 1  # the device computes; the host only queues its work
 
     def __init__(self, device: str):
         try:
@@ -43,12 +42,8 @@ class TorchKernels:
         return torch.from_numpy(np.ascontiguousarray(raw)).to(self.device).float()
 
     def row_terms(self, pairs: Sequence[tuple]) -> list[RowTerms]:
-        return self.row_terms_later(pairs)()
-
-    def row_terms_later(self, pairs: Sequence[tuple]) -> Callable[[], list[RowTerms]]:
-        """The block's work is queued on the device now; the call copies its terms back (and waits)."""
         if not pairs:
-            return lambda: []
+            return []
         torch = self._torch
         fields = []
         for a, b in pairs:
@@ -58,17 +53,12 @@ class TorchKernels:
             fields.append(
                 torch.stack([aa, bb, (d * d).sum(1), d.abs().amax(1), *_flags(a, aa), *_flags(b, bb)])
             )
-        stacked = torch.stack(fields)
-
-        def terms() -> list[RowTerms]:
-            host = stacked.cpu().numpy()  # the block's only synchronisation
-            out = []
-            for f in host:
-                flags = f[4:].astype(bool)
-                out.append(RowTerms(f[0], f[1], f[2], f[3], *flags))
-            return out
-
-        return terms
+        host = torch.stack(fields).cpu().numpy()  # the block's only synchronisation
+        out = []
+        for f in host:
+            flags = f[4:].astype(bool)
+            out.append(RowTerms(f[0], f[1], f[2], f[3], *flags))
+        return out
 
     def serve_units(self, block, k: int, hidden_size: int):
         parts = [_unit_rows(block[:, j * hidden_size : (j + 1) * hidden_size]) for j in range(k)]
