@@ -5,7 +5,9 @@ many-core host the CPU kernels keep up with the reads, so the GPU cannot make th
 and it adds its own start: importing torch (about 2 s and 500 MB of resident memory with a CUDA
 build), the CUDA context, the uploads. On the H200 host (16 cores) ``--device cuda`` was slower
 than the CPU at every size, from disk and from page cache (benchmarks/results/speed_h200.txt: 1 GB
-cold 0.25x of the raw read against 0.85x, 8 GB cold 0.81x against 0.96x). So a torch device asked
+cold 0.25x of the raw read against 0.85x, 8 GB cold 0.81x against 0.96x; cmpspeed_h200.txt, run 2:
+1 GB cold 0.25x against 0.82x, warm 0.09x against 0.32x, the GPU path at 1.1 GB of peak RSS against
+0.3). So a torch device asked
 for by name runs on the CPU where there are CPU_KEEPS_UP_CORES cores or more, and the result says
 which ran (``options["device"]``, ``options["device_asked"]`` and a note). A Kernels object given
 as ``device`` is always used as it is (``TorchKernels("cuda")`` forces the GPU).
