@@ -8,7 +8,10 @@ with the files evicted from the page cache before each run (``--cache warm`` to 
   library  ``alignprobe.compare.compare(train, serve)`` (numpy, a block's slice pairs in parallel threads)
   lib_seq  the same with read-ahead off (READ_AHEAD_BLOCKS = 0): reading and measuring in turn
   lib_1t   the same with one metrics thread (numpy_kernels.MAX_THREADS = 1)
-  cuda     ``compare(train, serve, device="cuda")``: bits uploaded and measured on the GPU
+  cuda     ``compare(train, serve, device="cuda")``: where the choice runs it (kernels/choice.py: the
+           CPU on 16 cores or more; the device column says which ran)
+  cuda_gpu the same with the GPU forced (the choice's threshold out of reach): bits uploaded and
+           measured on the GPU
   lib_noexp  the library with no rows explained (explaining.RUNS = 0): what the explanations cost
   lib_8mb  the library with 8 MB pass blocks whatever the threads: what the larger blocks cost
   cli      ``alignprobe compare --train-dump ... --serve-dump ... --json ...``
@@ -124,8 +127,9 @@ feeding = [0.0]
 feed = S.feed
 def timed_feed(*args):
     t0 = time.perf_counter()
-    feed(*args)
+    out = feed(*args)
     feeding[0] += time.perf_counter() - t0
+    return out
 S.feed = timed_feed
 F.read_into = wrapped("own_search", F.read_into)
 waits = [0.0]
@@ -180,11 +184,16 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     "lib_seq": ({}, {"alignprobe.compare.streaming:READ_AHEAD_BLOCKS": 0}),
     "lib_1t": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 1}),
     "cuda": ({"device": "cuda"}, {}),
+    "cuda_gpu": ({"device": "cuda"}, {"alignprobe.compare.kernels.choice:CPU_KEEPS_UP_CORES": 1 << 30}),
     # where compare's cost over a tree without explanations goes: the same compare with no rows
     # explained (no sample runs chosen: nothing read beside the pass, nothing fitted), and with the
     # pass's blocks at 8 MB whatever the threads (block_bytes_for grows them to 32 MB on 8 threads)
     "lib_noexp": ({}, {"alignprobe.compare.explaining:RUNS": 0}),
     "lib_8mb": ({"block_bytes": 8 << 20}, {}),
+    # the CPU kernels' tuning: metrics threads past 8
+    "lib_t12": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 12}),
+    "lib_t16": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 16}),
+    "lib_16mb": ({"block_bytes": 16 << 20}, {}),
 }
 
 

@@ -21,7 +21,8 @@ from alignprobe.compare import feeding, streaming
 from alignprobe.compare.arguments import checked_count, checked_device, checked_policy, checked_source
 from alignprobe.compare.diagnose import diagnose
 from alignprobe.compare.explaining import ExplainSamples
-from alignprobe.compare.kernels import Kernels, kernels_for
+from alignprobe.compare.kernels import Kernels
+from alignprobe.compare.kernels.choice import chosen_kernels
 from alignprobe.compare.mapping import sample_rows
 from alignprobe.compare.nonfinite_where import NonfiniteWhere
 from alignprobe.compare.pairing import pair_samples
@@ -65,7 +66,10 @@ def compare(
     they are read in place, with ``train_import``/``serve_import`` as the options of
     :func:`alignprobe.importers.open_source` (``layer_ids``, ``config``, ``system``, ``num_layers``).
     ``device``: where the arithmetic over whole rows runs: ``"cpu"`` (numpy, the default) or a torch
-    device (``"cuda"``, ``"cuda:1"``); the result is the same to float rounding. ``block_bytes``:
+    device (``"cuda"``, ``"cuda:1"``); the result is the same to float rounding. A torch device named
+    here runs on the CPU where that is faster (16 cores or more: compare/kernels/choice.py); the
+    result says so (``options["device"]`` is where it ran, ``options["device_asked"]`` and a note
+    name the request). A Kernels object (``TorchKernels("cuda")``) runs as given. ``block_bytes``:
     float32 bytes read per streaming block (default: the device's, on the CPU 8 MB for
     each two measuring threads, 32 MB with 8; 64 MB on a GPU).
     ``progress``: called as ``progress(rows_done, rows_total)`` after each block of the streaming pass
@@ -77,11 +81,12 @@ def compare(
     block_bytes = checked_count(block_bytes, "block_bytes")
     started = time.perf_counter()
     policy = Policy.resolve(checked_policy(policy))
-    kernels = kernels_for(checked_device(device))
+    kernels, device_note = chosen_kernels(checked_device(device))
     block_bytes = block_bytes or kernels.block_bytes
     with contextlib.closing(kernels), _opened_pair(train, serve, train_import, serve_import) as (tr, sv):
         hidden_size, num_layers = train_geometry(tr)
         notes = [f"train: {n}" for n in tr.notes] + [f"serve: {n}" for n in sv.notes]
+        notes += [device_note] if device_note else []
         given, load = _tokenizer(tokenizer, tr, sv)
         tokens, segments = pair_samples(
             tr, sv, sample=sample, max_tokens=max_tokens, tokenizer=given, load_tokenizer=load
@@ -141,7 +146,8 @@ def compare(
                 "mapping_tokens": mapping_tokens,
                 "mapping_sampling": sampled.description,
                 "block_bytes": block_bytes,
-                "device": kernels.name,
+                "device": kernels.name,  # where it ran (kernels/choice.py), and what was asked for where that differs
+                **({"device_asked": device} if device_note else {}),
                 **({"sampling": describe(tokens.compared_samples, tokens.alignable_samples, tokens.aligned_tokens,
                                          tokens.alignable_tokens, multiplier),
                     "interval_multiplier": multiplier} if multiplier is not None else {}),

@@ -5,18 +5,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from alignprobe.compare.result import CompareResult
 from alignprobe.dump import Dump
 from alignprobe.errors import AlignprobeError, BadInput
 from alignprobe.findings.exit_status import ExitStatus, with_status
 from alignprobe.safe_paths import output_folder, write_text_atomic
-from alignprobe.report import figures
-from alignprobe.report.html import render_html
 from alignprobe.report.markdown import render_markdown
 from alignprobe.report.token_cosines import dumps_available
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# The plots (figures, html) import matplotlib (0.5 s on a 2-core box, and its memory) where a report is
+# rendered, not here: `alignprobe compare --json` names these files and writes result.json through
+# this module, and draws nothing.
 
 HTML_NAME = "report.html"
 MARKDOWN_NAME = "summary.md"
@@ -35,6 +39,8 @@ def report_figures(
     result: CompareResult, train: Dump | None = None, serve: Dump | None = None
 ) -> tuple[list[tuple[str, Figure]], list[str]]:
     """Every plot the result supports, ``(caption, figure)``, and a note for each one left out."""
+    from alignprobe.report import figures
+
     out: list[tuple[str, Figure]] = []
     notes: list[str] = []
     for search in result.mappings:
@@ -101,6 +107,8 @@ def write_report(
     out_dir = os.fspath(out_dir)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise BadInput(f"{out_dir}: exists and is not a folder; give --report/--out a folder for the report")
+    from alignprobe.report.html import render_html
+
     output_folder(out_dir, "the report folder")
     figs, notes = report_figures(result, train, serve)
     files = ReportFiles(

@@ -89,3 +89,15 @@ def test_real_process_exit_code_and_untouched_inputs(dumps):
     assert proc.returncode == 1 and "layer_offset" in proc.stdout
     assert open(dumps["clean"], "rb").read() == before
     np.testing.assert_equal(proc.stderr, "")
+
+
+def test_compare_to_json_loads_neither_matplotlib_nor_torch(tmp_path, dumps):
+    # matplotlib (0.5 s, ~80 MB) is for the report's plots, torch for foreign sources and GPUs
+    code = (
+        "import sys; from alignprobe.cli.main import main; sys.argv = ['alignprobe', 'compare', '--train-dump', "
+        f"{dumps['train']!r}, '--serve-dump', {dumps['clean']!r}, '--json', {str(tmp_path / 'r.json')!r}, '--quiet']\n"
+        "try:\n    main()\nexcept SystemExit as stop:\n"
+        "    print(stop.code, [m for m in ('matplotlib', 'torch') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "0 []"

@@ -49,3 +49,16 @@ def test_block_size_changes_no_result(pair):
                 assert math.isclose(getattr(m, name), getattr(o, name), rel_tol=1e-12), name
             assert [(b.start, b.stop, b.tokens) for b in m.positions] == [(b.start, b.stop, b.tokens) for b in o.positions]
     assert [m.best for s in many.mappings for m in s.matches] == [m.best for s in one.mappings for m in s.matches]
+
+
+def test_a_pass_stopped_midway_returns_at_once(pair):
+    # The read-ahead may be waiting for one of the pass's few read buffers (dump/block_buffers.py)
+    # when the pass stops: it gives up, and the error comes back instead of a hang.
+    class Stop(Exception):
+        pass
+
+    def progress(done, total):
+        raise Stop
+
+    with pytest.raises(Stop):
+        compare(*pair, tokenizer=None, block_bytes=1 << 12, progress=progress)
