@@ -11,7 +11,10 @@ the best of ``--repeat`` rounds (the rounds interleave, so a busy machine slows 
   and by alignprobe's decoder (now: ``decode_generate``, simdjson for the numbers), as a rate of
   the answers' bytes against the raw transfer's;
 - capture: ``alignprobe.probes.sglang_http.capture_sglang`` end to end (request, decode into
-  float32, dump write), with the msgspec decoder and with alignprobe's, 1 and 2 requests in flight.
+  float32, dump write), for each ``--in-flight`` count, three ways: as before (msgspec, in the
+  capture's thread), simdjson in the capture's thread, and simdjson in one worker process a request
+  in flight (probes/decode_workers.py: the request threads decode, the transfer goes on meanwhile).
+  The last line says which of the last two ``capture sglang`` picks on this machine.
 
     python benchmarks/sglang_capture_throughput.py --prompts 16 --tokens 100
 """
@@ -19,6 +22,7 @@ the best of ``--repeat`` rounds (the rounds interleave, so a busy machine slows 
 from __future__ import annotations
 
 import argparse
+import functools
 import http.server
 import json
 import os
@@ -84,21 +88,29 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3, help="rounds; each figure is the best of them")
     parser.add_argument("--decode-answers", type=int, default=4, help="answers the decode rows decode")
+    parser.add_argument("--in-flight", default="1,2", help="requests in flight, a capture each (comma-separated)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    in_flights = [int(n) for n in args.in_flight.split(",")]
     if args.serve:
         return serve(args.port, args.prompts, args.tokens)
 
     import socket
 
     import httpx
+    import numpy as np
 
-    from alignprobe.probes import sglang_http
+    from alignprobe.probes import decode_workers, sglang_http
     from alignprobe.probes.prompts import Prompt
     from alignprobe.probes.sglang_decode import decode_generate, msgspec_answer
 
     decoders = {"msgspec (before)": msgspec_answer, "alignprobe (now)": decode_generate}
+    # capture variant -> (the decoder, worker processes: a count for the requests in flight)
+    captures = {"msgspec, here (before)": (msgspec_answer, lambda in_flight: 0),
+                "simdjson, here": (decode_generate, lambda in_flight: 0),
+                "simdjson, 1 worker a request": (decode_generate, lambda in_flight: in_flight)}
+    real_worker_count = sglang_http.worker_count
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -119,27 +131,29 @@ def main() -> None:
         with httpx.Client(timeout=600) as client, tempfile.TemporaryDirectory(prefix="sglang-bench-") as work:
             sizes = [len(client.get(f"{url}/raw/{i}").content) for i in range(args.prompts)]
             answers = [client.get(f"{url}/raw/{i}").content for i in range(min(args.decode_answers, args.prompts))]
-            for name, decode in decoders.items():  # the same rows from both, bit for bit
-                rows = [decode(a)["meta_info"]["hidden_states"][0] for a in answers[:1]]
-                assert rows[0].shape == (args.tokens, WIDTH), rows[0].shape
-            capture_sglang = sglang_http.capture_sglang
-            # one capture first: imports and first-use costs are not the steady state
-            capture_sglang(url, prompts[:1], os.path.join(work, "warm.h5"), num_layers=LAYERS, hidden_size=HIDDEN,
-                           progress=False)
+            expected = msgspec_answer(answers[0])["meta_info"]["hidden_states"][0]
+            for decode in decoders.values():  # the same rows from both, bit for bit
+                rows = decode(answers[0])["meta_info"]["hidden_states"][0]
+                assert rows.shape == (args.tokens, WIDTH) and np.array_equal(rows.view(np.uint32), expected.view(np.uint32))
+
+            def capture(variant, in_flight):
+                decoder, workers = captures[variant]
+                decode_workers.decode_generate = decoder  # what HttpBackend.decode runs here
+                sglang_http.worker_count = workers
+                try:
+                    sglang_http.capture_sglang(url, prompts, os.path.join(work, "serve.h5"), num_layers=LAYERS,
+                                               hidden_size=HIDDEN, in_flight=in_flight, progress=False, overwrite=True)
+                finally:
+                    decode_workers.decode_generate, sglang_http.worker_count = decode_generate, real_worker_count
+
+            capture("simdjson, 1 worker a request", 2)  # imports and first-use costs are not the steady state
             for _ in range(args.repeat):
                 timed("raw", lambda: [client.get(f"{url}/raw/{i}").content for i in range(args.prompts)])
                 for name, decode in decoders.items():
-                    timed(f"decode {name}", lambda: [decode(a) for a in answers])
-                for name, decode in decoders.items():
-                    sglang_http.decode_generate = decode  # what HttpBackend.decode calls
-                    try:
-                        for in_flight in (1, 2):
-                            out = os.path.join(work, f"serve-{in_flight}.h5")
-                            timed(f"capture {name}, {in_flight} in flight", lambda: capture_sglang(
-                                url, prompts, out, num_layers=LAYERS, hidden_size=HIDDEN, in_flight=in_flight,
-                                progress=False, overwrite=True))
-                    finally:
-                        sglang_http.decode_generate = decode_generate
+                    timed(f"decode {name}", functools.partial(lambda decode: [decode(a) for a in answers], decode))
+                for variant in captures:
+                    for in_flight in in_flights:
+                        timed(f"capture {variant}, {in_flight} in flight", functools.partial(capture, variant, in_flight))
         megabytes = sum(sizes) / 1e6
         decoded_mb = sum(sizes[: len(answers)]) / 1e6
         raw_rate = megabytes / best["raw"]
@@ -151,11 +165,14 @@ def main() -> None:
             rate = decoded_mb / best[f"decode {name}"]
             print(f"decode {name:34s} {rate * 1e6 / (megabytes * 1e6 / total_tokens):8.0f} tokens/s  {rate:7.0f} MB/s"
                   f"  = {rate / raw_rate:.2f} x raw")
-        for name in decoders:
-            for in_flight in (1, 2):
-                seconds = best[f"capture {name}, {in_flight} in flight"]
-                print(f"capture {name}, {in_flight} in flight  {total_tokens / seconds:8.0f} tokens/s  "
+        for variant in captures:
+            for in_flight in in_flights:
+                seconds = best[f"capture {variant}, {in_flight} in flight"]
+                print(f"capture {variant + ', ' + str(in_flight) + ' in flight':34s} {total_tokens / seconds:8.0f} tokens/s  "
                       f"{megabytes / seconds:7.0f} MB/s  = {best['raw'] / seconds:.2f} x raw")
+        print(f"(capture sglang's default here, {os.cpu_count()} cores: "
+              f"{' / '.join(str(real_worker_count(n)) for n in in_flights)} worker processes for "
+              f"{' / '.join(map(str, in_flights))} in flight)")
     finally:
         server.terminate()
         server.wait()
