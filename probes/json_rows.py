@@ -21,9 +21,10 @@ _LOCAL = threading.local()
 _WHITESPACE = b" \t\n\r"
 
 
-def rows_end(text: bytes, start: int) -> tuple[int, bool] | None:
-    """Where the rows that open at ``text[start]`` end (one past their last ``]``), and whether they
-    are nested (``[[...], ...]``) rather than one vector; None if the brackets there are shaped otherwise.
+def rows_end(text: bytes, start: int) -> tuple[int, list[tuple[int, int]] | None] | None:
+    """Where the rows that open at ``text[start]`` end (one past their last ``]``), and each row's
+    ``(start, end)`` (None for one vector, not rows: ``[...]`` rather than ``[[...], ...]``); None if
+    the brackets there are shaped otherwise.
 
     Only brackets are looked at, each found by ``bytes.find`` (memchr speed): a row holds no ``[``,
     rows are separated by commas, and nothing is nested deeper. Whether what lies between them are
@@ -33,15 +34,17 @@ def rows_end(text: bytes, start: int) -> tuple[int, bool] | None:
     first = skip_whitespace(text, start + 1)
     if text[first : first + 1] != b"[":
         end = text.find(b"]", start)
-        return None if end < 0 or 0 <= text.find(b"[", start + 1, end) else (end + 1, False)
+        return None if end < 0 or 0 <= text.find(b"[", start + 1, end) else (end + 1, None)
+    rows = []
     row = first
     while True:
         end = text.find(b"]", row)
         if end < 0 or 0 <= text.find(b"[", row + 1, end):
             return None
+        rows.append((row, end + 1))
         after = skip_whitespace(text, end + 1)
         if text[after : after + 1] == b"]":
-            return after + 1, True
+            return after + 1, rows
         if text[after : after + 1] != b",":
             return None
         row = skip_whitespace(text, after + 1)
@@ -49,36 +52,50 @@ def rows_end(text: bytes, start: int) -> tuple[int, bool] | None:
             return None
 
 
-def float32_rows(text, nested: bool) -> np.ndarray | None:
-    """``text`` (bytes or a buffer, brackets checked by :func:`rows_end`) as float32 ``[rows, width]``
-    when ``nested``, else ``[width]``; None when a value is not a number simdjson takes, or rows are ragged."""
+def float32_rows(text, start: int, end: int, rows: list[tuple[int, int]] | None) -> np.ndarray | None:
+    """``text[start:end]`` (bytes or a buffer; ``start``, ``end`` and ``rows`` from :func:`rows_end`)
+    as float32 ``[rows, width]``, or ``[width]`` for one vector; None when a value is not a number
+    simdjson takes, or rows are ragged.
+
+    Rows are parsed one at a time: between them another thread (the one reading the next answer off
+    the socket) gets the GIL, where one parse of the whole answer would hold it for ~60 ms."""
+    view = memoryview(text)
+    if rows is None:
+        values = _float64s(view[start:end])
+        return None if values is None else _float32(values)
+    out = None
+    for index, (row_start, row_end) in enumerate(rows):
+        values = _float64s(view[row_start:row_end])
+        if values is None:
+            return None
+        if out is None:
+            out = np.empty((len(rows), values.size), dtype=np.float32)
+        elif values.size != out.shape[1]:
+            return None  # ragged
+        with np.errstate(over="ignore"):  # past float32's range is inf, as numpy casts msgspec's floats too
+            out[index] = values
+    return out
+
+
+def _float64s(row) -> np.ndarray | None:
+    """One ``[...]`` of numbers (no nested brackets: rows_end saw to it) as float64; None if simdjson
+    refuses it or a value is not a number."""
     parser = _parser()
     try:
-        top = parser.parse(text)
+        top = parser.parse(row)
         if not isinstance(top, simdjson.Array):
             return None  # rows_end saw brackets around the text: unreachable, but the types say so
         values = np.frombuffer(top.as_buffer(of_type="d"), dtype=np.float64)  # raises on a non-number
-        shape = _shape(top, values.size) if nested else (values.size,)
         del top  # the parser is reused only once no proxy of its document is left
     except (ValueError, TypeError, RuntimeError):  # simdjson's errors: not JSON, not a number, too big
         _LOCAL.parser = simdjson.Parser()  # a proxy of the old one may live on in the traceback
         return None
-    if shape is None:
-        return None
-    with np.errstate(over="ignore"):  # past float32's range is inf, as numpy casts msgspec's floats too
-        return values.astype(np.float32).reshape(shape)
+    return values
 
 
-def _shape(rows: simdjson.Array, count: int) -> tuple[int, int] | None:
-    widths = set()
-    for row in rows:  # each a row of numbers (rows_end saw to it): one proxy a token
-        if not isinstance(row, simdjson.Array):
-            return None
-        widths.add(len(row))
-    if len(widths) != 1:
-        return None  # ragged (or no rows: "[[" opens at least one, so this is unreachable)
-    (width,) = widths
-    return (len(rows), width) if count == len(rows) * width else None
+def _float32(values: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return values.astype(np.float32)
 
 
 def skip_whitespace(text: bytes, at: int) -> int:

@@ -72,7 +72,7 @@ def _fast_answer(content: bytes) -> dict | None:
     found = rows_end(content, start)
     if found is None:
         return None
-    end, nested = found
+    end, rows_found = found
     for stand_in in _STAND_INS:
         try:
             answer = msgspec_answer(content[:start] + stand_in + content[end:], rows=bytes)
@@ -81,7 +81,7 @@ def _fast_answer(content: bytes) -> dict | None:
         states = answer["meta_info"]["hidden_states"]
         if not states or states[0] != stand_in:
             return None  # the brackets found were not element 0 of meta_info.hidden_states
-    rows = float32_rows(memoryview(content)[start:end], nested)
+    rows = float32_rows(content, start, end, rows_found)
     if rows is None:
         return None
     answer["meta_info"]["hidden_states"] = [rows]
