@@ -107,10 +107,15 @@ class _Worker:
         self._json = _Shared()
         self._rows = _Shared()
         fds = (self._json.fd, self._rows.fd)
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", __name__, *map(str, fds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            pass_fds=fds, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))},
-            start_new_session=True)  # Ctrl-C is the capture's to handle (one line): the worker ends at EOF
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", __name__, *map(str, fds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                pass_fds=fds, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))},
+                start_new_session=True)  # Ctrl-C is the capture's to handle (one line): the worker ends at EOF
+        except OSError:
+            self._json.close()
+            self._rows.close()
+            raise
         self._ready = False
 
     def ready(self) -> bool:
@@ -125,15 +130,19 @@ class _Worker:
         size = len(content)
         self._json.fit(size)
         self._json.view()[:size] = content
-        self._rows.fit(2 * size)  # a number takes 2 bytes of JSON at least (a digit, a comma), 4 as float32
-        kind, detail, cached_tokens = self._ask([size, self._rows.capacity])
+        kind, detail, cached_tokens = self._ask([size])
         if kind == "not an answer":
             raise NotAnAnswer(detail)
+        if kind == "no room":
+            raise OSError(detail)  # shared memory is full: this answer, and the next, are decoded here
+
         states = detail
         if kind == "rows":
             shape = tuple(detail)
             count = int(np.prod(shape))
-            states = [np.frombuffer(self._rows.view(), dtype=np.float32, count=count).reshape(shape).copy()]
+            self._rows.follow()  # the worker grew the file to the rows' size
+            rows = np.frombuffer(self._rows.view(), dtype=np.float32, count=count) if count else np.empty(0, np.float32)
+            states = [rows.reshape(shape).copy()]
         return {"meta_info": {"hidden_states": states, "cached_tokens": cached_tokens}}
 
     def close(self) -> None:
@@ -163,21 +172,30 @@ class _Worker:
 class _Shared:
     """A file in shared memory, unlinked at once, mapped whole here; the worker gets its descriptor."""
 
-    def __init__(self):
-        folder = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-        self.fd, path = tempfile.mkstemp(prefix="alignprobe-decode-", dir=folder)
-        os.unlink(path)
+    def __init__(self, fd: int | None = None):
+        if fd is None:  # a new file (the parent); a worker passes the descriptor it was given
+            folder = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+            fd, path = tempfile.mkstemp(prefix="alignprobe-decode-", dir=folder)
+            os.unlink(path)
+        self.fd = fd
         self.capacity = 0
         self._map: mmap.mmap | None = None
 
     def fit(self, size: int) -> None:
-        if size <= self.capacity:
-            return
-        self.capacity = max(size, 2 * self.capacity)
-        os.ftruncate(self.fd, self.capacity)
-        if self._map is not None:
-            self._map.close()
-        self._map = mmap.mmap(self.fd, self.capacity)
+        """Room for ``size`` bytes, reserved (OSError when shared memory is full: an mmap write past
+        what tmpfs holds would kill the process with SIGBUS instead)."""
+        if size > self.capacity:
+            os.posix_fallocate(self.fd, 0, max(size, 2 * self.capacity))
+            self.follow()
+
+    def follow(self) -> None:
+        """Map the file whole again if it grew (here, or in the worker)."""
+        size = os.fstat(self.fd).st_size
+        if size > self.capacity:
+            if self._map is not None:
+                self._map.close()
+            self.capacity = size
+            self._map = mmap.mmap(self.fd, size)
 
     def view(self) -> mmap.mmap:
         assert self._map is not None, "fit() first"
@@ -192,11 +210,11 @@ class _Shared:
 
 def _serve(json_fd: int, rows_fd: int) -> None:
     """The worker: decode each answer the parent puts in the JSON file, its rows into the rows file."""
-    rows_map: mmap.mmap | None = None
+    rows = _Shared(rows_fd)
     sys.stdout.buffer.write(b"ready\n")
     sys.stdout.buffer.flush()
     for line in sys.stdin.buffer:
-        size, rows_capacity = msgspec.json.decode(line)
+        (size,) = msgspec.json.decode(line)
         # Mapped at the answer's own size: the decoder reads the whole buffer it is given.
         content = mmap.mmap(json_fd, size, access=mmap.ACCESS_READ)
         try:
@@ -204,13 +222,15 @@ def _serve(json_fd: int, rows_fd: int) -> None:
         finally:
             _release(content)
         if reply[0] == "rows":
-            rows = reply[1]
-            if rows_map is None or len(rows_map) != rows_capacity:
-                if rows_map is not None:
-                    rows_map.close()
-                rows_map = mmap.mmap(rows_fd, rows_capacity)
-            np.frombuffer(rows_map, dtype=np.float32, count=rows.size)[:] = rows.ravel()
-            reply[1] = rows.shape
+            values = reply[1]
+            try:
+                rows.fit(values.nbytes)
+            except OSError as exc:
+                reply = ["no room", f"shared memory is full ({exc})", None]
+            else:
+                if values.size:
+                    np.frombuffer(rows.view(), dtype=np.float32, count=values.size)[:] = values.ravel()
+                reply[1] = values.shape
         sys.stdout.buffer.write(msgspec.json.encode(reply) + b"\n")
         sys.stdout.buffer.flush()
 

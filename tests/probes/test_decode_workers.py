@@ -77,6 +77,7 @@ def test_a_worker_decodes_what_this_process_decodes(workers):
              answer(rows).replace(b"[[", b"[[null,", 1),  # a null: ragged here, so no rows
              answer([[None] * WIDTH] * 40),  # nulls (NaN): the msgspec decoder's rows
              answer(rows)[:-9],  # cut off: not an answer
+             answer([[]] * 400_000),  # rows of no values
              msgspec.json.encode({"meta_info": {"hidden_states": [], "pad": "x" * MIN_WORKER_BYTES}})]
     for content in cases:
         assert_same(outcome(workers.decode, content), outcome(decode_generate, content))
@@ -102,6 +103,22 @@ def test_a_dead_worker_leaves_its_answers_here():
         assert_same(pool.decode(content), decode_generate(content))
         assert pool._alive == 0
         assert_same(pool.decode(content), decode_generate(content))  # no worker left: decoded here
+    finally:
+        pool.close()
+
+
+def test_full_shared_memory_leaves_the_answers_here(monkeypatch):
+    pool = DecodeWorkers(1)
+    try:
+        content = answer(big_rows())
+        started(pool, content)
+
+        def full(fd, offset, size):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(decode_workers.os, "posix_fallocate", full)
+        assert_same(pool.decode(answer(big_rows(tokens=80))), decode_generate(answer(big_rows(tokens=80))))
+        assert pool._alive == 0
     finally:
         pool.close()
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from alignprobe.probes import json_rows
 from alignprobe.probes.sglang_decode import NotAnAnswer, decode_generate, msgspec_answer
 
 CASES = settings(derandomize=True, database=None, deadline=None, print_blob=False, max_examples=300,
@@ -84,7 +85,20 @@ def answer(prefill: str, spaced: bool) -> bytes:
 
 
 def assert_same(content: bytes):
-    """decode_generate gives what msgspec_answer gives: the same rows bit for bit, or the same error."""
+    """decode_generate gives what msgspec_answer gives, rows parsed one at a time and all at once
+    (json_rows.ROW_BYTES chooses): the same rows bit for bit, or the same error."""
+    saved = json_rows.ROW_BYTES
+    try:
+        json_rows.ROW_BYTES = 0  # every row its own parse, as at Kimi width
+        decoded = assert_same_one_way(content)
+        json_rows.ROW_BYTES = 1 << 40  # one parse of all rows, as for narrow rows
+        assert_same_one_way(content)
+    finally:
+        json_rows.ROW_BYTES = saved
+    return decoded
+
+
+def assert_same_one_way(content: bytes):
     try:
         expected = msgspec_answer(content)
     except NotAnAnswer as exc:
