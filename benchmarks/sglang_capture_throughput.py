@@ -3,12 +3,18 @@
 A loopback server (a separate process, so it does not share this one's GIL) answers /generate with
 pre-encoded JSON in SGLang 0.5.23's wire format: ``meta_info.hidden_states[0]`` is the prompt's
 ``[tokens][21504]`` rows as decimal floats (float32 values, ~20 bytes each, as the issue measured;
-orjson-style, no spaces). In the same run it measures:
+orjson's format, no spaces: msgspec's encoder writes the same bytes). In the same run, each figure
+the best of ``--repeat`` rounds (the rounds interleave, so a busy machine slows every variant alike):
 
 - raw: the same answers fetched with httpx and thrown away (the transfer alone, one at a time);
-- capture: ``alignprobe.probes.sglang_http.capture_sglang`` end to end (request, msgspec decode into
-  float32, dump write), with 1 and with 2 requests in flight;
-- decode: one answer decoded by the standard library's json + numpy vs alignprobe's decoder.
+- decode: the answers, fetched once, decoded by the msgspec decoder (before: ``msgspec_answer``)
+  and by alignprobe's decoder (now: ``decode_generate``, simdjson for the numbers), as a rate of
+  the answers' bytes against the raw transfer's;
+- capture: ``alignprobe.probes.sglang_http.capture_sglang`` end to end (request, decode into
+  float32, dump write), for each ``--in-flight`` count, three ways: as before (msgspec, in the
+  capture's thread), simdjson in the capture's thread, and simdjson in one worker process a request
+  in flight (probes/decode_workers.py: the request threads decode, the transfer goes on meanwhile).
+  The last line says which of the last two ``capture sglang`` picks on this machine.
 
     python benchmarks/sglang_capture_throughput.py --prompts 16 --tokens 100
 """
@@ -16,6 +22,7 @@ orjson-style, no spaces). In the same run it measures:
 from __future__ import annotations
 
 import argparse
+import functools
 import http.server
 import json
 import os
@@ -29,13 +36,14 @@ WIDTH, HIDDEN, LAYERS = 21504, 7168, 61
 
 
 def answer_bytes(seed: int, tokens: int) -> bytes:
+    import msgspec
     import numpy as np
-    import orjson
 
     rng = np.random.default_rng(seed)
     rows = rng.standard_normal((tokens, WIDTH), dtype=np.float32)  # a float32 server: ~20 bytes a value
-    return orjson.dumps({"text": "x", "output_ids": [0], "meta_info": {"id": str(seed), "hidden_states": [rows.tolist()],
-                                                                   "cached_tokens": 0, "prompt_tokens": tokens}})
+    decode_step = rows[-1].tolist()  # SGLang appends one [width] vector per new token after the prefill
+    return msgspec.json.encode({"text": "x", "output_ids": [0], "meta_info": {
+        "id": str(seed), "hidden_states": [rows.tolist(), decode_step], "cached_tokens": 0, "prompt_tokens": tokens}})
 
 
 def serve(port: int, prompts: int, tokens: int) -> None:
@@ -78,62 +86,93 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; each figure is the best of them")
+    parser.add_argument("--decode-answers", type=int, default=4, help="answers the decode rows decode")
+    parser.add_argument("--in-flight", default="1,2", help="requests in flight, a capture each (comma-separated)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    in_flights = [int(n) for n in args.in_flight.split(",")]
     if args.serve:
         return serve(args.port, args.prompts, args.tokens)
+
+    import socket
 
     import httpx
     import numpy as np
 
+    from alignprobe.probes import decode_workers, sglang_http
     from alignprobe.probes.prompts import Prompt
-    from alignprobe.probes.sglang_decode import decode_generate
-    from alignprobe.probes.sglang_http import capture_sglang
+    from alignprobe.probes.sglang_decode import decode_generate, msgspec_answer
 
-    import socket
-
+    decoders = {"msgspec (before)": msgspec_answer, "alignprobe (now)": decode_generate}
+    # capture variant -> (the decoder, worker processes: a count for the requests in flight)
+    captures = {"msgspec, here (before)": (msgspec_answer, lambda in_flight: 0),
+                "simdjson, here": (decode_generate, lambda in_flight: 0),
+                "simdjson, 1 worker a request": (decode_generate, lambda in_flight: in_flight)}
+    real_worker_count = sglang_http.worker_count
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen([sys.executable, __file__, "--serve", "--port", str(port), "--prompts", str(args.prompts),
                                "--tokens", str(args.tokens)], stdout=subprocess.PIPE, text=True)
+    best: dict[str, float] = {}
+
+    def timed(name, run):
+        started = time.perf_counter()
+        run()
+        best[name] = min(best.get(name, float("inf")), time.perf_counter() - started)
+
     try:
         assert server.stdout.readline().strip() == "ready"
         url = f"http://127.0.0.1:{port}"
         total_tokens = args.prompts * args.tokens
-        with httpx.Client(timeout=600) as client:
-            started = time.perf_counter()
-            sizes = [len(client.get(f"{url}/raw/{i}").content) for i in range(args.prompts)]
-            raw_s = time.perf_counter() - started
-            one = client.get(f"{url}/raw/0").content
-        megabytes = sum(sizes) / 1e6
-        print(f"{args.prompts} answers x {args.tokens} tokens x {WIDTH} values: {megabytes:.0f} MB of JSON "
-              f"({megabytes * 1e6 / total_tokens / 1e3:.0f} KB a token)")
-        print(f"raw transfer           {total_tokens / raw_s:8.0f} tokens/s  {megabytes / raw_s:7.0f} MB/s  (baseline)")
-
-        started = time.perf_counter()
-        np.asarray(json.loads(one)["meta_info"]["hidden_states"][0], dtype=np.float32)
-        stdlib_s = time.perf_counter() - started
-        started = time.perf_counter()
-        decode_generate(one)
-        fast_s = time.perf_counter() - started
-        print(f"decode one answer      json+numpy {stdlib_s:.2f} s, alignprobe (msgspec) {fast_s:.2f} s: "
-              f"{stdlib_s / fast_s:.1f}x")
-
         prompts = [Prompt(f"p{i}", [i] + [1] * (args.tokens - 1)) for i in range(args.prompts)]
-        with tempfile.TemporaryDirectory(prefix="sglang-bench-") as work:
-            # one capture first: imports and first-use costs are not the steady state
-            capture_sglang(url, prompts[:1], os.path.join(work, "warm.h5"), num_layers=LAYERS, hidden_size=HIDDEN,
-                           progress=False)
-            for in_flight in (1, 2):
-                out = os.path.join(work, f"serve-{in_flight}.h5")
-                started = time.perf_counter()
-                capture_sglang(url, prompts, out, num_layers=LAYERS, hidden_size=HIDDEN, in_flight=in_flight,
-                               progress=False)
-                seconds = time.perf_counter() - started
-                print(f"capture, {in_flight} in flight   {total_tokens / seconds:8.0f} tokens/s  "
-                      f"{megabytes / seconds:7.0f} MB/s  = {raw_s / seconds:.2f} x raw")
+        with httpx.Client(timeout=600) as client, tempfile.TemporaryDirectory(prefix="sglang-bench-") as work:
+            sizes = [len(client.get(f"{url}/raw/{i}").content) for i in range(args.prompts)]
+            answers = [client.get(f"{url}/raw/{i}").content for i in range(min(args.decode_answers, args.prompts))]
+            expected = msgspec_answer(answers[0])["meta_info"]["hidden_states"][0]
+            for decode in decoders.values():  # the same rows from both, bit for bit
+                rows = decode(answers[0])["meta_info"]["hidden_states"][0]
+                assert rows.shape == (args.tokens, WIDTH) and np.array_equal(rows.view(np.uint32), expected.view(np.uint32))
+
+            def capture(variant, in_flight):
+                decoder, workers = captures[variant]
+                decode_workers.decode_generate = decoder  # what HttpBackend.decode runs here
+                sglang_http.worker_count = workers
+                try:
+                    sglang_http.capture_sglang(url, prompts, os.path.join(work, "serve.h5"), num_layers=LAYERS,
+                                               hidden_size=HIDDEN, in_flight=in_flight, progress=False, overwrite=True)
+                finally:
+                    decode_workers.decode_generate, sglang_http.worker_count = decode_generate, real_worker_count
+
+            capture("simdjson, 1 worker a request", 2)  # imports and first-use costs are not the steady state
+            for _ in range(args.repeat):
+                timed("raw", lambda: [client.get(f"{url}/raw/{i}").content for i in range(args.prompts)])
+                for name, decode in decoders.items():
+                    timed(f"decode {name}", functools.partial(lambda decode: [decode(a) for a in answers], decode))
+                for variant in captures:
+                    for in_flight in in_flights:
+                        timed(f"capture {variant}, {in_flight} in flight", functools.partial(capture, variant, in_flight))
+        megabytes = sum(sizes) / 1e6
+        decoded_mb = sum(sizes[: len(answers)]) / 1e6
+        raw_rate = megabytes / best["raw"]
+        print(f"{args.prompts} answers x {args.tokens} tokens x {WIDTH} values: {megabytes:.0f} MB of JSON "
+              f"({megabytes * 1e6 / total_tokens / 1e3:.0f} KB a token); best of {args.repeat} rounds")
+        print(f"raw transfer                              {total_tokens / best['raw']:8.0f} tokens/s  "
+              f"{raw_rate:7.0f} MB/s  (baseline)")
+        for name in decoders:
+            rate = decoded_mb / best[f"decode {name}"]
+            print(f"decode {name:34s} {rate * 1e6 / (megabytes * 1e6 / total_tokens):8.0f} tokens/s  {rate:7.0f} MB/s"
+                  f"  = {rate / raw_rate:.2f} x raw")
+        for variant in captures:
+            for in_flight in in_flights:
+                seconds = best[f"capture {variant}, {in_flight} in flight"]
+                print(f"capture {variant + ', ' + str(in_flight) + ' in flight':34s} {total_tokens / seconds:8.0f} tokens/s  "
+                      f"{megabytes / seconds:7.0f} MB/s  = {best['raw'] / seconds:.2f} x raw")
+        print(f"(capture sglang's default here, {os.cpu_count()} cores: "
+              f"{' / '.join(str(real_worker_count(n)) for n in in_flights)} worker processes for "
+              f"{' / '.join(map(str, in_flights))} in flight)")
     finally:
         server.terminate()
         server.wait()

@@ -66,7 +66,8 @@ class SGLangBackend(Protocol):
 
     # Optional, for backends whose answers are costly to decode (HTTP): ``request`` returns the raw
     # answer and ``decode`` turns it into what ``generate`` returns; requests then run in threads
-    # while decoding stays in the capture's thread.
+    # while decoding stays in the capture's thread, unless ``decodes_in_parallel`` is true (the
+    # decode runs in worker processes): then the threads decode too.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,12 +140,21 @@ def capture_from_backend(
         bar = progress_bar(len(source.prompts), len(source.prompts) - len(todo), progress, unit="prompt", desc="capture sglang")
         last_flush = time.monotonic()
         usable_samples = len(source.prompts) - len(todo)  # on resume, the samples done are not re-judged
-        # Threads only send requests and read answers (socket reads release the GIL); decoding is CPU
-        # work under the GIL, so it stays here, one answer at a time: two threads decoding at once
-        # were slower than one (benchmarks/sglang_capture_throughput.py).
+        # Threads send requests and read answers (socket reads release the GIL). Decoding in this
+        # process is CPU work under the GIL, so it stays here, one answer at a time: two threads
+        # decoding at once were slower than one. A backend that decodes in worker processes
+        # (decodes_in_parallel) decodes in the threads instead: each waits for its worker without the
+        # GIL, and answers are parsed while the next ones arrive (benchmarks/sglang_capture_throughput.py).
         request = getattr(backend, "request", backend.generate)
         decode = getattr(backend, "decode", lambda answer: answer)
-        ask = lambda prompt: request(prompt.token_ids, max_new_tokens)  # noqa: E731
+        in_threads = getattr(backend, "decodes_in_parallel", False)
+
+        def ask(prompt, decode_here=decode if in_threads else None):
+            answer = request(prompt.token_ids, max_new_tokens)
+            return answer if decode_here is None else decode_here(answer)
+
+        if in_threads:
+            decode = lambda answer: answer  # noqa: E731
         try:
             for prompt, answer in _in_order(todo, first, ask, in_flight):
                 rows = first_rows if prompt is first else prefill_rows(decode(answer), prompt, backend.where,

@@ -26,7 +26,8 @@ from alignprobe.safe_json import loads_json
 from alignprobe.probes.http_request import broken_off, checked_url, whole_request
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_capture import DEFAULT_IN_FLIGHT, DEFAULT_MAX_NEW_TOKENS, capture_from_backend
-from alignprobe.probes.sglang_decode import NotAnAnswer, decode_generate
+from alignprobe.probes.decode_workers import DecodeWorkers, worker_count
+from alignprobe.probes.sglang_decode import NotAnAnswer
 from alignprobe.probes.sglang_facts import FLAG_HIDDEN_STATES, ServerFacts
 
 DEFAULT_TIMEOUT = 120.0  # seconds for one /generate: a long prompt's prefill with a cold server
@@ -54,6 +55,7 @@ class HttpBackend:
         retries: int = DEFAULT_RETRIES,
         backoff: float = BACKOFF_START,
         sleep=time.sleep,
+        decode_workers: int = 0,
     ):
         checked_url(base_url)
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
@@ -69,6 +71,10 @@ class HttpBackend:
         self._sleep = sleep
         self._owns_client = client is None
         self._client = client or httpx.Client(timeout=timeout)
+        # Worker processes decode large answers under their own GILs (probes/decode_workers.py), so the
+        # capture may decode in its request threads: the transfer goes on while an answer is parsed.
+        self._workers = DecodeWorkers(decode_workers)
+        self.decodes_in_parallel = decode_workers > 0
 
     # -- the two calls a capture makes --------------------------------------------------------------
 
@@ -100,12 +106,13 @@ class HttpBackend:
 
     def decode(self, content: bytes) -> Any:
         try:
-            return decode_generate(content)  # the prefill rows straight into float32 (sglang_decode.py)
+            return self._workers.decode(content)  # the prefill rows straight into float32 (sglang_decode.py)
         except NotAnAnswer:
             start = content[:60].decode("utf-8", "replace").replace("\n", " ")
             raise BadInput(f"{self.where}/generate: the answer is not JSON shaped like an SGLang /generate answer (it starts {start!r})") from None
 
     def close(self) -> None:
+        self._workers.close()
         if self._owns_client:
             self._client.close()
 
@@ -200,7 +207,8 @@ def capture_sglang(
     this process decodes the last. ``max_new_tokens``: 1 by default, since a real SGLang 0.5.23
     returns no hidden states at all for 0.
     """
-    backend = HttpBackend(base_url, client=client, timeout=timeout, retries=retries, backoff=backoff)
+    backend = HttpBackend(base_url, client=client, timeout=timeout, retries=retries, backoff=backoff,
+                          decode_workers=worker_count(in_flight))
     try:
         return capture_from_backend(
             backend,
