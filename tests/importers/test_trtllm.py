@@ -60,6 +60,13 @@ def test_records_of_several_files_pass_against_capture_hf(tmp_path, serve):
     assert result.verdict == "PASS", [(f.code, f.title) for f in result.findings]
 
 
+def test_save_state_as_the_serve_side(tmp_path, serve):
+    # TensorRT-LLM is a serving engine: what its SaveState mode wrote is what it would feed the drafter
+    trt = write_save_state(str(tmp_path / "trt"))
+    result = compare(serve, trt, serve_import={"layer_ids": IDS})
+    assert result.verdict == "PASS", [(f.code, f.title) for f in result.findings]
+
+
 def test_defaults_explicit_final_and_id_order(tmp_path, serve):
     # ids given out of order are read in the buffer's ascending order; -1 configured explicitly keeps
     # the post-norm final as the aux tensor's last slice, read as the final state
