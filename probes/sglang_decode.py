@@ -110,14 +110,16 @@ def msgspec_answer(content: bytes, rows: Callable[[msgspec.Raw], Any] | None = N
 def _prefill(raw: msgspec.Raw) -> np.ndarray | None:
     """The prefill rows as float32, null read as NaN; None when they are not rows of numbers."""
     try:
-        return np.asarray(_ROWS.decode(raw), dtype=np.float32)
+        with np.errstate(over="ignore"):  # past float32's range is inf (the nonfinite checks name it), not a warning
+            return np.asarray(_ROWS.decode(raw), dtype=np.float32)
     except msgspec.ValidationError:
         pass  # perhaps a null (a NaN or Inf on the server); anything else fails again below
     except (msgspec.DecodeError, ValueError, RecursionError):  # ValueError: ragged rows
         return None  # prefill_rows names the bad shape
     try:
         rows = _ROWS_WITH_NULLS.decode(raw)
-        return np.asarray(rows, dtype=object).astype(np.float32)  # None -> nan
+        with np.errstate(over="ignore"):
+            return np.asarray(rows, dtype=object).astype(np.float32)  # None -> nan
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError, RecursionError):
         return None
 
