@@ -127,7 +127,7 @@ def diff(first: str, second: str) -> None:
     for d in differ[:40]:
         print("  ", d)
     print("largest relative change of a figure, by field:")
-    for field, (change, u, v, path) in sorted(worst.items(), key=lambda kv: -kv[1][0]):
+    for field, (change, u, v, _path) in sorted(worst.items(), key=lambda kv: -kv[1][0]):
         print(f"  {field:28s} {change:.1e}  ({u!r} -> {v!r})")
 
 

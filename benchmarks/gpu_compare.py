@@ -110,7 +110,7 @@ def main() -> None:
                 warm_page_cache(path)
             results = {}
             for device in ("cpu", args.device):
-                seconds, results[device] = best_of(lambda: compare(train, serve, tokenizer=None, device=device), 1)
+                seconds, results[device] = best_of(lambda device=device: compare(train, serve, tokenizer=None, device=device), 1)
                 print(f"compare e2e    {device:4s}{seconds:8.2f} s  {nbytes / seconds / 1e9:7.2f} GB/s  (pair "
                       f"{nbytes / 1e9:.2f} GB, warm cache)  verdict {results[device].verdict}")
             diff = max(abs(x.rel_rms / y.rel_rms - 1) for s, t in zip(results["cpu"].streams, results[args.device].streams)
