@@ -1,4 +1,4 @@
-"""A foreign folder (SpecForge, speculators, EAGLE ge_data) read in place, as a Dump-like source.
+"""A foreign folder (any layout of registry.py) read in place, as a Dump-like source.
 
 ``compare`` used to import a foreign side into a temporary dump first: every state byte read,
 written, and read again (0.20x of a raw read of the same files on the GPU host, issue 15). This

@@ -263,19 +263,18 @@ def plan_samples(plan: ImportPlan, names: "SampleNames", progress: bool,
     token ids of each file are appended to ``kept_tokens`` when it is given."""
     from tqdm.auto import tqdm
 
-    # a Model-Optimizer file keeps input_ids and loss_mask under SpecForge's names
     out, seen = [], {}
-    for path in tqdm(plan.samples, desc=f"plan {plan.format}", unit="sample", disable=not progress):
-        tokens, mask = plan.layout.read_tokens(path)
+    for ref in tqdm(plan.samples, desc=f"plan {plan.format}", unit="sample", disable=not progress):
+        tokens, mask = plan.layout.read_tokens(ref)
         pad = padding_of(tokens, mask) if plan.layout.pads_right else 0
         sample_id, pad = names.name(tokens.tolist(), pad)
         if len(tokens) == 0:
-            raise BadInput(f"{path}: holds no tokens (its token ids are empty); remove the file or capture it again")
+            raise BadInput(f"{ref}: holds no tokens (its token ids are empty); remove the file or capture it again")
         if pad >= len(tokens):
-            raise BadInput(f"{path}: every token is padding (loss_mask is 0 throughout); remove the file or capture it again")
+            raise BadInput(f"{ref}: every token is padding (loss_mask is 0 throughout); remove the file or capture it again")
         if sample_id in seen:
-            raise BadInput(f"{path}: sample id {sample_id!r} was already taken by {seen[sample_id]} (the same tokens twice?)")
-        seen[sample_id] = path
+            raise BadInput(f"{ref}: sample id {sample_id!r} was already taken by {seen[sample_id]} (the same tokens twice?)")
+        seen[sample_id] = ref
         out.append((sample_id, len(tokens) - pad, pad))
         if kept_tokens is not None:
             kept_tokens.append(tokens[: len(tokens) - pad])
