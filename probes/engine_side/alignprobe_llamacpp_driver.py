@@ -38,7 +38,6 @@ llama_cpp, numpy and the standard library: never alignprobe.
 """
 
 import ctypes
-import json
 import os
 import sys
 import time
@@ -258,21 +257,9 @@ def _description(llama_cpp, model):
 
 
 def main():
-    request_path, result_path = sys.argv[1], sys.argv[2]
-    with open(request_path, encoding="utf-8") as fh:
-        request = json.load(fh)
-    try:
-        result = run(request)
-    except BaseException as exc:  # noqa: BLE001 - llama.cpp's failure, reported to alignprobe as one line
-        lines = str(exc).strip().splitlines()
-        result = {"error": f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")}
-        import traceback
+    from alignprobe_driver_io import serve  # beside this file: the script's folder is first on sys.path
 
-        traceback.print_exc()
-    with open(result_path, "w", encoding="utf-8") as fh:
-        json.dump(result, fh)
-    sys.exit(1 if "error" in result else 0)
-
+    serve(run)
 
 if __name__ == "__main__":
     main()

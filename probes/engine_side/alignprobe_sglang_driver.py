@@ -11,7 +11,6 @@ RESULT: ``{"files": [path, or null when the answer held no hidden states], "cach
 
 import json
 import os
-import sys
 import time
 
 
@@ -50,21 +49,9 @@ def run(request):
 
 
 def main():
-    request_path, result_path = sys.argv[1], sys.argv[2]
-    with open(request_path, encoding="utf-8") as fh:
-        request = json.load(fh)
-    os.makedirs(request["out_dir"], exist_ok=True)
-    try:
-        result = run(request)
-    except BaseException as exc:  # noqa: BLE001 - SGLang's failure, reported to alignprobe as one line
-        import traceback
+    from alignprobe_driver_io import serve  # beside this file: the script's folder is first on sys.path
 
-        traceback.print_exc()
-        lines = str(exc).strip().splitlines()
-        result = {"error": f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")}
-    with open(result_path, "w", encoding="utf-8") as fh:
-        json.dump(result, fh)
-    sys.exit(1 if "error" in result else 0)
+    serve(run, prepare=lambda request: os.makedirs(request["out_dir"], exist_ok=True))
 
 
 if __name__ == "__main__":  # the engine's scheduler starts with spawn: this guard is required

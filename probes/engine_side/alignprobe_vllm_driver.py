@@ -9,8 +9,6 @@ stderr. The CPU-safe connector (alignprobe_vllm_connector.py, beside this file) 
 path, so this folder must be on PYTHONPATH (the engine core is a spawned process).
 """
 
-import json
-import sys
 import time
 
 CONNECTOR_MODULE = "alignprobe_vllm_connector"
@@ -63,21 +61,9 @@ def run(request):
 
 
 def main():
-    request_path, result_path = sys.argv[1], sys.argv[2]
-    with open(request_path, encoding="utf-8") as fh:
-        request = json.load(fh)
-    try:
-        result = run(request)
-    except BaseException as exc:  # noqa: BLE001 - vLLM's failure, reported to alignprobe as one line
-        lines = str(exc).strip().splitlines()
-        result = {"error": f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")}
-        import traceback
+    from alignprobe_driver_io import serve  # beside this file: the script's folder is first on sys.path
 
-        traceback.print_exc()
-    with open(result_path, "w", encoding="utf-8") as fh:
-        json.dump(result, fh)
-    sys.exit(1 if "error" in result else 0)
-
+    serve(run)
 
 if __name__ == "__main__":  # the engine core starts with spawn: this guard is required
     main()
