@@ -64,6 +64,20 @@ def manifest_of(folder: str) -> dict:
     return _manifest(folder, (st.st_size, st.st_mtime_ns))
 
 
+@functools.lru_cache(maxsize=8)
+def _mapped(path: str, stamp: tuple[int, int], dtype) -> np.ndarray:
+    """A file of the cache mapped once (the index, a shard), not again for each sample read from it."""
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
+def _map(path: str, dtype) -> np.ndarray:
+    try:
+        st = os.stat(path)
+        return _mapped(path, (st.st_size, st.st_mtime_ns), dtype) if st.st_size else np.zeros(0, dtype)
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{path}: cannot map the file ({exc})") from None
+
+
 def _index(folder: str) -> np.ndarray:
     path = os.path.join(folder, INDEX)
     if not os.path.isfile(path):
@@ -71,7 +85,15 @@ def _index(folder: str) -> np.ndarray:
     size = os.path.getsize(path)
     if size % RECORD.itemsize:
         raise BadInput(f"{path}: {size} bytes, not a whole number of {RECORD.itemsize}-byte records")
-    return np.memmap(path, dtype=RECORD, mode="r") if size else np.zeros(0, RECORD)
+    return _map(path, RECORD)
+
+
+def _take(ref: SampleRef, shard: np.ndarray, offset, count: int, np_dtype) -> np.ndarray:
+    """``count`` values of ``np_dtype`` at byte ``offset`` of the shard, checked to lie inside it."""
+    start, stop = int(offset), int(offset) + count * np.dtype(np_dtype).itemsize
+    if stop > len(shard):
+        raise BadInput(f"{ref}: its arrays run past the end of the shard ({stop} > {len(shard)} bytes)")
+    return np.frombuffer(shard, dtype=np_dtype, count=count, offset=start)
 
 
 class DeepSpecLayout(Layout):
@@ -102,45 +124,38 @@ class DeepSpecLayout(Layout):
             refs.append(SampleRef(shards[shard], i, int(record["seq_len"]) * row))
         return refs
 
-    def _arrays(self, ref: SampleRef):
-        folder = os.path.dirname(ref.path)
-        manifest = manifest_of(folder)
-        record = _index(folder)[ref.record]
-        length, hidden = int(record["seq_len"]), int(manifest["hidden_size"])
-        dtype = HIDDEN_DTYPES[manifest["hidden_dtype"]]
-        try:
-            shard = np.memmap(ref.path, dtype=np.uint8, mode="r")
-        except (OSError, ValueError) as exc:
-            raise BadInput(f"{ref}: cannot map the shard ({exc})") from None
-
-        def take(offset, count, np_dtype):
-            start, stop = int(offset), int(offset) + count * np.dtype(np_dtype).itemsize
-            if stop > len(shard):
-                raise BadInput(f"{ref}: its arrays run past the end of the shard ({stop} > {len(shard)} bytes)")
-            return np.frombuffer(shard, dtype=np_dtype, count=count, offset=start)
-
-        return record, length, hidden, dtype, len(manifest["target_layer_ids"]), take
-
     def read(self, ref: SampleRef, mmap: bool = True, strict: bool = True) -> ForeignSample:
-        record, length, hidden, dtype, slices, take = self._arrays(ref)
-        tokens = take(record["input_ids"], length, np.int32).astype(np.int64)
-        mask = take(record["loss_mask"], length, np.uint8).astype(np.int64)
+        manifest, record, shard = _located(ref)
+        tokens, mask = _tokens_and_mask(ref, record, shard)
+        length, hidden, slices = len(tokens), int(manifest["hidden_size"]), len(manifest["target_layer_ids"])
+        dtype = HIDDEN_DTYPES[manifest["hidden_dtype"]]
         bits = np.uint16 if dtype.itemsize == 2 else np.uint8
-        aux = torch.from_numpy(take(record["hidden"], length * slices * hidden, bits).copy()).view(dtype)
-        last = torch.from_numpy(take(record["last"], length * hidden, bits).copy()).view(dtype)
-        return ForeignSample(str(ref), ref.record, tokens, (mask != 0).astype(np.int64),
-                             aux.reshape(length, slices * hidden), last.reshape(length, hidden), hidden,
+        aux = torch.from_numpy(_take(ref, shard, record["hidden"], length * slices * hidden, bits).copy()).view(dtype)
+        last = torch.from_numpy(_take(ref, shard, record["last"], length * hidden, bits).copy()).view(dtype)
+        return ForeignSample(str(ref), ref.record, tokens, mask, aux.reshape(length, slices * hidden),
+                             last.reshape(length, hidden), hidden,
                              storage="" if dtype == torch.bfloat16 else str(dtype).replace("torch.", ""),
                              layout=self.name)
 
     def read_tokens(self, ref: SampleRef):
-        record, length, _, _, _, take = self._arrays(ref)
-        tokens = take(record["input_ids"], length, np.int32).astype(np.int64)
-        return tokens, (take(record["loss_mask"], length, np.uint8) != 0).astype(np.int64)
+        _, record, shard = _located(ref)
+        return _tokens_and_mask(ref, record, shard)
 
     def stored_ids(self, source: str) -> list[int] | None:
         folder = source if os.path.isdir(source) else os.path.dirname(source)
         return [int(i) for i in manifest_of(folder)["target_layer_ids"]]
+
+
+def _located(ref: SampleRef):
+    """The manifest, the sample's index record and its mapped shard."""
+    folder = os.path.dirname(ref.path)
+    return manifest_of(folder), _index(folder)[ref.record], _map(ref.path, np.uint8)
+
+
+def _tokens_and_mask(ref: SampleRef, record, shard: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    length = int(record["seq_len"])
+    tokens = _take(ref, shard, record["input_ids"], length, np.int32).astype(np.int64)
+    return tokens, (_take(ref, shard, record["loss_mask"], length, np.uint8) != 0).astype(np.int64)
 
 
 LAYOUT = DeepSpecLayout()
