@@ -19,12 +19,13 @@ defaults (alignprobe.conventions, system ``trtllm``).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
 from alignprobe.dump.schema import FINAL_NORM_POST
 from alignprobe.errors import BadInput
-from alignprobe.importers.files import load_torch_records
+from alignprobe.importers.files import is_mapped_checkpoint, load_torch_records
 from alignprobe.importers.layout import FileKeys, IdsFit, Layout, SampleRef
 from alignprobe.importers.sample import ForeignSample, as_states, as_token_ids
 
@@ -44,6 +45,20 @@ def list_files(root: str) -> list[str]:
     return [path for _, _, path in sorted(found)]
 
 
+@functools.lru_cache(maxsize=2)
+def _mapped_records(path: str, stamp: tuple[int, int]) -> list[dict]:
+    return load_torch_records(path, mmap=True)
+
+
+def records_of(path: str) -> list[dict]:
+    """A file's records, loaded mapped (the pickle read, not the states). A zip checkpoint's mapping is
+    kept for the next records read from it, so a file of 20 requests is unpickled once, not 20 times."""
+    if not is_mapped_checkpoint(path):
+        return load_torch_records(path, mmap=True)  # a legacy pickle is decoded whole: not worth holding
+    st = os.stat(path)
+    return _mapped_records(path, (st.st_size, st.st_mtime_ns))
+
+
 class TrtllmLayout(Layout):
     name = "trtllm"
     described = "TensorRT-LLM SaveState <prefix>_<iter>.pt"
@@ -60,7 +75,7 @@ class TrtllmLayout(Layout):
     def samples(self, path: str, files: list[str]) -> list[SampleRef]:
         refs = []
         for file in files:
-            records = load_torch_records(file, mmap=True)  # mapped: reads the pickle, not the states
+            records = records_of(file)
             share = os.path.getsize(file) // max(1, len(records))
             refs += [SampleRef(file, i, share) for i in range(len(records))]
         return refs
@@ -68,7 +83,7 @@ class TrtllmLayout(Layout):
     def read(self, ref: SampleRef, mmap: bool = True, strict: bool = True) -> ForeignSample:
         # always mapped: a file holds up to write_interval requests, and a decoded read of one of them
         # would read all of them (a whole-file read per record: 20x the bytes at the default interval)
-        records = load_torch_records(ref.path, mmap=True)
+        records = records_of(ref.path)
         if ref.record is None or not 0 <= ref.record < len(records):
             raise BadInput(f"{ref}: the file holds {len(records)} records, not this one (it changed?)")
         record = records[ref.record]
