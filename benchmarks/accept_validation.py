@@ -39,8 +39,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "helpers"))
 
 from accept_validation import (  # noqa: E402
-    CASES, build, capture, drafter_variant, normed_drafter, prompts, reduced_vocab_drafter, sample_continuations,
-    vllm_python)
+    CASES, build, capture, drafter_variant, normed_drafter, prompts, reduced_vocab_drafter, run_vllm_spec,
+    sample_continuations, vllm_python)
 
 TEMPERATURES = (0.3, 0.7, 1.0)
 FAULTS = ("ids_plus1", "ids_minus1", "late_taps", "final_only", "target_bf16")
@@ -55,19 +55,8 @@ def run_vllm(python, target, prompt_ids, new_tokens, k, cases, root, name):
         found = json.load(open(out_path))
         if found.get("spec") == spec:  # engine runs take minutes: reuse a run of the same spec
             return found["results"]
-    json.dump(spec, open(spec_path, "w"))
-    script = os.path.join(os.path.dirname(__file__), "..", "tests", "helpers", "accept_vllm_run.py")
-    command = [python, script, spec_path]
-    if os.path.isdir(os.path.dirname(LOCK)):
-        command = ["flock", LOCK] + command
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=root, timeout=3600)
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            results = {r["name"]: r for r in json.loads(line[len("RESULT "):])}
-            json.dump({"spec": spec, "results": results}, open(out_path, "w"))
-            return results
-    raise RuntimeError(f"vLLM run failed (rc {done.returncode}): {done.stderr[-3000:]}")
+    prefix = ("flock", LOCK) if os.path.isdir(os.path.dirname(LOCK)) else ()
+    return run_vllm_spec(python, spec, spec_path, out_path, root, 3600, prefix)
 
 
 def step_count(steps: list[list[int]]) -> dict:

@@ -119,15 +119,23 @@ def run_vllm(python: str, target: str, drafters: dict[str, str], prompt_ids, new
         found = json.load(open(cached))
         if found.get("spec", {}).get("cases") == spec["cases"] and found["spec"].get("prompts") == prompt_ids:
             return found["results"]
-    spec_path = os.path.join(root, "vllm_cases.json")
+    return run_vllm_spec(python, spec, os.path.join(root, "vllm_cases.json"), cached, root, timeout)
+
+
+def run_vllm_spec(python: str, spec: dict, spec_path: str, out_path: str, cwd: str, timeout: float,
+                  prefix: tuple[str, ...] = ()) -> dict[str, dict]:
+    """Run accept_vllm_run.py in vLLM's python on ``spec`` (written to ``spec_path``); its counters by case
+    name, kept with the spec at ``out_path`` for the next run of the same spec. ``prefix``: a command
+    the run goes under (flock)."""
     json.dump(spec, open(spec_path, "w"))
     script = os.path.join(os.path.dirname(__file__), "accept_vllm_run.py")
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1")
-    done = subprocess.run([python, script, spec_path], capture_output=True, text=True, timeout=timeout, env=env, cwd=root)
+    done = subprocess.run([*prefix, python, script, spec_path], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=cwd)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
             results = {r["name"]: r for r in json.loads(line[len("RESULT "):])}
-            json.dump({"spec": spec, "results": results}, open(cached, "w"))
+            json.dump({"spec": spec, "results": results}, open(out_path, "w"))
             return results
     raise RuntimeError(f"vLLM run failed (rc {done.returncode}): {done.stderr[-3000:]}")
 
