@@ -3,7 +3,8 @@ damaged file) the audit reports as a finding, and reads on.
 
 Foreign samples are read by their layout's own reader (importers/registry.py) in its lenient mode
 (``strict=False``), so a layout is read in one place; SpecForge's padding tail is measured, not
-dropped: the padding check wants to see it.
+dropped: the padding check wants to see it. What differs by layout is a hook of its Layout (the name
+of a file's own [S, L, H] tensor, a loss mask kept in a dataset beside the files), never a branch here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from alignprobe.audit.readahead import ReadAhead, Window
 from alignprobe.audit.sample import AuditSample
 from alignprobe.audit.units import Unit
 from alignprobe.errors import BadInput
+from alignprobe.importers.layout import DatasetRow
 
 
 class Unreadable(Exception):
@@ -64,16 +66,6 @@ def _name(unit: Unit, ref) -> str:
 def _foreign_sample(unit: Unit, layout, ref) -> AuditSample:
     from alignprobe.importers import specforge
 
-    name = _name(unit, ref)
-    path = ref.path
-    if unit.format == "speculators":
-        read = layout.read(ref, strict=False)
-        states = read.aux.reshape(len(read.aux), read.aux.shape[-1] // read.hidden_size, read.hidden_size)
-        labels = [f"slice[{j}]" for j in range(states.shape[1])]
-        sample = AuditSample(name, unit.source, read.token_ids, None, {"hidden_states": states}, {"hidden_states": labels})
-        _speculators_mask(sample, path)
-        return sample
-
     read = layout.read(ref, mmap=True, strict=False)  # mapped from the page cache the read-ahead filled: no copy
     states, labels = {}, {}
     if read.aux is not None:
@@ -81,31 +73,32 @@ def _foreign_sample(unit: Unit, layout, ref) -> AuditSample:
         hidden = read.hidden_size
         if hidden is None or width % hidden:  # the slice-width check reports it; scan it as three slices
             hidden = width // 3 if width % 3 == 0 else width
-        states["aux"] = read.aux.reshape(read.aux.shape[0], -1, hidden)
-        labels["aux"] = [f"aux[{j}]" for j in range(states["aux"].shape[1])]
+        # a file of one [S, L, H] tensor is named as it stores it (hs:hidden_states:slice[3])
+        stream, label = (layout.stacked, "slice") if layout.stacked else ("aux", "aux")
+        states[stream] = read.aux.reshape(read.aux.shape[0], width // hidden, hidden)  # (0 rows: -1 is ambiguous)
+        labels[stream] = [f"{label}[{j}]" for j in range(states[stream].shape[1])]
     if read.final is not None:
         states["final"] = read.final.reshape(read.final.shape[0], 1, -1)
         labels["final"] = ["final"]
-    sample = AuditSample(name, unit.source, read.token_ids, read.loss_mask, states, labels)
+    sample = AuditSample(_name(unit, ref), unit.source, read.token_ids, read.loss_mask, states, labels)
     if layout.pads_right and read.loss_mask is not None:
         sample.padding = specforge.padding_length(read)
     if read.loss_mask is None:
-        sample.mask_missing = (f"{unit.source}: its {read.layout} files hold no loss_mask, so loss-mask coverage, "
-                               "empty masks and padding are not checked there")
+        row = layout.dataset_row(ref, unit.source)
+        if row is None:
+            sample.mask_missing = (f"{unit.source}: its {read.layout or layout.name} files hold no loss_mask, so "
+                                   "loss-mask coverage, empty masks and padding are not checked there")
+        elif row.missing:
+            sample.mask_missing = row.missing
+        else:
+            _mask_from_row(sample, row)
     return sample
 
 
-def _speculators_mask(sample: AuditSample, path: str) -> None:
-    """The loss mask from prepare-data's dataset row (speculators_dataset.py says where it lives).
-    States past the row's input_ids, the ids otherwise equal, are padding that was written."""
-    import alignprobe.audit.speculators_dataset as speculators_dataset
-
-    try:
-        ids, mask = speculators_dataset.row_of(path, sample.source)
-    except speculators_dataset.Missing as missing:
-        sample.mask_missing = str(missing)
-        return
-    tokens = sample.token_ids
+def _mask_from_row(sample: AuditSample, row: DatasetRow) -> None:
+    """The loss mask from the sample's dataset row (speculators' prepare-data row). States past the row's
+    input_ids, the ids otherwise equal, are padding that was written."""
+    ids, mask, tokens = row.token_ids, row.loss_mask, sample.token_ids
     if len(tokens) < len(ids) or not np.array_equal(tokens[: len(ids)], ids) or len(mask) != len(ids):
         sample.dataset_mismatch = (len(ids), len(tokens))
         return

@@ -47,6 +47,16 @@ class IdsFit:
 
 
 @dataclasses.dataclass(frozen=True)
+class DatasetRow:
+    """A sample's row in the dataset its trainer pairs the states file with (speculators' prepare-data
+    dataset beside the folder): the token ids and loss mask the trainer takes, or why there is none."""
+
+    token_ids: np.ndarray | None = None
+    loss_mask: np.ndarray | None = None
+    missing: str = ""  # why the row cannot be read: the audit's one-line note
+
+
+@dataclasses.dataclass(frozen=True)
 class FileKeys:
     """What the first readable candidate file holds at its top level, for layouts that share a suffix."""
 
@@ -67,6 +77,7 @@ class Layout:
     final_norm: str = FINAL_NORM_POST  # what the final-state tensor is, where the files store one apart
     aliases: tuple[str, ...] = ()  # other --system values that name this layout (a backend of it)
     negative_ids: tuple[int, ...] = ()  # negative layer ids this system's numbering gives a meaning (-1)
+    stacked: str = ""  # the file's own [S, L, H] tensor of every slice (hidden_states): the audit names them after it
 
     # -- which files ---------------------------------------------------------------------------------
 
@@ -118,7 +129,15 @@ class Layout:
         """What the separately stored final state is (some layouts store the one their numbering implies)."""
         return self.final_norm
 
-    row_reader: bool = False  # lazy_rows gives a reader of a sample's rows (read in place, not decoded whole)
+    def dataset_row(self, ref: SampleRef, source: str) -> DatasetRow | None:
+        """The sample's row in a dataset kept beside the files, where the trainer takes the loss mask from
+        one (the audit checks it); None: the files are the whole sample."""
+        return None
+
+    @property
+    def row_reader(self) -> bool:
+        """Whether :meth:`lazy_rows` can read a sample's rows in place (a layout that overrides it)."""
+        return type(self).lazy_rows is not Layout.lazy_rows
 
     def lazy_rows(self, ref: SampleRef):
         """A reader of a sample's rows without decoding it whole (``.rows(a, b)``, ``.token_ids``,

@@ -22,7 +22,7 @@ import torch
 from alignprobe.errors import BadInput
 from alignprobe.dump.schema import FINAL_NORM_PRE
 from alignprobe.importers.files import SafetensorsFile, file_index, numbered_files
-from alignprobe.importers.layout import IdsFit, Layout, SampleRef
+from alignprobe.importers.layout import DatasetRow, IdsFit, Layout, SampleRef
 from alignprobe.importers.sample import ForeignSample, as_states, as_token_ids
 
 SUFFIX = ".safetensors"
@@ -102,9 +102,10 @@ class LazyFile:
         self.shape, self.dtype = shape, dtype
 
     @classmethod
-    def open(cls, path: str) -> "LazyFile | None":
-        """The file opened lazily, or None when its layout needs the whole-file reader (a batch dim)."""
-        f, tokens = _opened(path)
+    def open(cls, path: str, opened=_opened) -> "LazyFile | None":
+        """The file opened lazily, or None when its layout needs the whole-file reader (a batch dim).
+        ``opened``: what opens it and reads its token ids (another layout of these files: its checks)."""
+        f, tokens = opened(path)
         states = f.slice("hidden_states")
         shape = tuple(states.get_shape())
         if len(shape) != 3 or shape[0] != len(tokens) or shape[0] == 0:
@@ -134,6 +135,7 @@ class SpeculatorsLayout(Layout):
 
     name = "speculators"
     described = "speculators hs_*.safetensors"
+    stacked = "hidden_states"
 
     def files(self, path: str) -> list[str]:
         return list_files(path) if os.path.isdir(path) or path.endswith(SUFFIX) else []
@@ -156,13 +158,21 @@ class SpeculatorsLayout(Layout):
             return IdsFit(ids, slices - 1, tail_final_norm=FINAL_NORM_PRE, notes=tuple(notes))
         return IdsFit(ids, slices, notes=tuple(notes))
 
-    row_reader = True
-
     def storage_note(self, storage: str) -> str:
         return f"states stored as {storage} with a per-token scale: dequantized to float32 (values * scale)"
 
     def lazy_rows(self, ref: SampleRef) -> "LazyFile | None":
         return LazyFile.open(ref.path)
+
+    def dataset_row(self, ref: SampleRef, source: str) -> DatasetRow:
+        """prepare-data's row ``i`` for ``hs_{i}.safetensors``: the trainer takes the loss mask from it."""
+        from alignprobe.importers import speculators_dataset
+
+        try:
+            ids, mask = speculators_dataset.row_of(ref.path, source)
+        except speculators_dataset.Missing as missing:
+            return DatasetRow(missing=str(missing))
+        return DatasetRow(ids, mask)
 
 
 LAYOUT = SpeculatorsLayout()
