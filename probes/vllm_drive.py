@@ -30,7 +30,7 @@ from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_con
 from alignprobe.probes.http_request import broken_off, checked_url, whole_request
 from alignprobe.safe_json import load_json_file, loads_json
 from alignprobe.probes.prompts import Prompt
-from alignprobe.probes.vllm_files import is_locked
+from alignprobe.importers.vllm_connector import is_locked
 
 
 def server_flags(layer_ids: Sequence[int], storage_dir: str) -> list[str]:

@@ -1,14 +1,8 @@
 """Read what vLLM's ``extract_hidden_states`` method writes, into a dump (vLLM's layer convention).
 
-Read from vllm-project/vllm (conventions.SOURCES["vllm_extract"]): with ``--speculative-config
-'{"method": "extract_hidden_states", "num_speculative_tokens": 1, "draft_model_config": {"hf_config":
-{"eagle_aux_hidden_state_layer_ids": [...]}}}'`` and ``--kv-transfer-config '{"kv_connector":
-"ExampleHiddenStatesConnector", "kv_role": "kv_producer", "kv_connector_extra_config":
-{"shared_storage_path": DIR}}'``, every request leaves ``DIR/{req_id}.safetensors`` (plus a
-``.lock`` file held while it is written) holding
-
-    hidden_states  [S, L, H]  the model dtype; slice j is the j-th aux layer in layer order
-    token_ids      [S]        the prompt (prompt + output minus the last token with include_output_tokens)
+The connector's folder, ``DIR/{req_id}.safetensors`` with ``hidden_states [S, L, H]`` and
+``token_ids [S]``, and how the server is told to write it, are in alignprobe/importers/vllm_connector.py,
+whose reader this uses for each file (the layout ``import``, ``compare`` and ``audit`` read it by).
 
 Layer id k is HF[k] (``hidden_states + residual`` entering layer k); id N is the last layer's output
 before the final norm. The files do not record the ids, so the user states them. The ``[S, L, H]``
@@ -25,10 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import fcntl
-import glob
 import os
-import stat
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -38,13 +29,13 @@ from alignprobe.conventions import map_layer_ids
 from alignprobe.dump import DumpWriter, Provenance, StreamClaim
 from alignprobe.dump.encoding import dtype_name
 from alignprobe.dump.schema import FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL, ROLE_LAYERS
-from alignprobe.errors import BadInput, first_line
+from alignprobe.errors import BadInput
+from alignprobe.importers import vllm_connector
 from alignprobe.probes.dump_prompts import prompts_from_dump
 from alignprobe.probes.prompts import Prompt, content_ids
 from alignprobe.probes.returned_rows import placed_rows, usable
 
 ENGINE = "vllm"
-KEY_STATES, KEY_TOKENS = "hidden_states", "token_ids"
 FIX_ROWS = "a file of another request, or a connector bug: capture again"
 
 
@@ -59,7 +50,7 @@ def list_files(from_dir: str | os.PathLike) -> list[str]:
     folder = os.fspath(from_dir)
     if not os.path.isdir(folder):
         raise BadInput(f"{folder}: no such folder (give the connector's shared_storage_path)")
-    files = sorted(glob.glob(os.path.join(folder, "*.safetensors")))
+    files = vllm_connector.list_files(folder)
     if not files:
         raise BadInput(f"{folder}: holds no .safetensors files; is it the connector's shared_storage_path?")
     return files
@@ -69,33 +60,16 @@ def list_files(from_dir: str | os.PathLike) -> list[str]:
 STORED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def read_tokens(path: str) -> list[int]:
-    """Only the token ids of one file (cheap: safetensors reads tensors on demand)."""
-    with _SafeFile(path) as f:
-        _check_keys(f, path)
-        tokens = f.get_tensor(KEY_TOKENS)
-    if tokens.ndim != 1 or tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
-        raise BadInput(f"{path}: token_ids has shape {tuple(tokens.shape)} and dtype {tokens.dtype}, expected integer ids [S]")
-    if tokens.numel() == 0:
-        raise BadInput(f"{path}: holds no tokens (token_ids is empty); remove the file or capture it again")
-    return [int(t) for t in tokens.tolist()]
-
-
 def read_states(path: str, num_tokens: int, num_ids: int) -> torch.Tensor:
-    """``hidden_states [S, L, H]`` of one file, checked against its token count and the ids given."""
-    with _SafeFile(path) as f:
-        states = f.get_tensor(KEY_STATES)
-    if states.ndim != 3:
-        raise BadInput(f"{path}: hidden_states has shape {tuple(states.shape)}, expected [S, L, H]")
+    """``hidden_states [S, L, H]`` of one file (the layout's reader), checked against the ids given and
+    kept in the model dtype the dump is written in."""
+    states, _ = vllm_connector.stored_states(vllm_connector.opened(path)[0], num_tokens)
     if states.dtype not in STORED_DTYPES:
         # the connector saves the model's dtype; anything else reached the dump writer (an internal error)
         hint = (" (FP8 states with hidden_states_scales are speculators' FP8 backend: `alignprobe import` dequantizes them)"
                 if states.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else "")
         raise BadInput(f"{path}: hidden_states is {str(states.dtype).removeprefix('torch.')}, not the bfloat16, float16 "
                        f"or float32 states vLLM's connector writes{hint}")
-    if states.shape[0] > num_tokens:
-        # which row is which token cannot be told: nothing of the file can be compared
-        raise BadInput(f"{path}: hidden_states has {states.shape[0]} rows for {num_tokens} token ids")
     # Fewer rows (a prefix-cache hit: the connector gets the rows of the tokens computed) are kept,
     # placed at the end and marked, as are NaN / Inf rows (probes/returned_rows.py).
     if states.shape[1] != num_ids:
@@ -190,7 +164,7 @@ def capture_vllm_files(
     n = num_layers or (dump_tokens.num_layers if dump_tokens else None)
     if not n:
         raise BadInput("the model's layer count is unknown: pass --num-layers (or --tokens-from a dump of the model)")
-    entries = [VllmFile(path, read_tokens(path)) for path in files]
+    entries = [VllmFile(path, vllm_connector.read_tokens(path).tolist()) for path in files]
     skipped = 0
     if prompts is not None or dump_tokens is not None:
         reference, label = (prompts, "the prompts sent") if prompts is not None else (dump_tokens.prompts, os.fspath(tokens_from))
@@ -266,72 +240,6 @@ def _match_prompts(entries: list[VllmFile], reference: Sequence[Prompt], label: 
             "prompts on both sides (prompt tokens only: no include_output_tokens)"
         )
     return kept, ids, len(entries) - len(kept)
-
-
-class _SafeFile:
-    """safe_open of one file, refusing a file the connector still holds locked for writing."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def __enter__(self):
-        from safetensors import SafetensorError, safe_open
-
-        _wait_unlocked(self.path)
-        regular_file(self.path, "a hidden-state file")
-        try:
-            self._ctx = safe_open(self.path, framework="pt")
-            return self._ctx.__enter__()
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise BadInput(f"{self.path}: not a readable safetensors file ({first_line(exc)})") from None
-
-    def __exit__(self, *exc):
-        return self._ctx.__exit__(*exc)
-
-
-def _wait_unlocked(path: str) -> None:
-    if is_locked(path):
-        raise BadInput(f"{path}: vLLM is still writing it (its .lock is held); wait for the requests to finish")
-
-
-def regular_file(path: str, what: str) -> None:
-    """Refuse anything but a regular file before opening it: opening a FIFO named like a
-    hidden-state file (or its .lock) waits for a writer forever, and a device reads without end."""
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
-        raise BadInput(f"{path}: {what} cannot be read ({first_line(exc)})") from None
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        raise BadInput(f"{path}: {what} is {kind}, not a regular file; give the files the connector wrote")
-
-
-def is_locked(path: str) -> bool:
-    """True while the connector holds LOCK_EX on ``<file>.lock``, i.e. the file is half-written.
-
-    vLLM's own reader (load_hidden_states) takes LOCK_SH on the same file to wait for the write.
-    """
-    lock = path + ".lock"
-    if not os.path.exists(lock):
-        return False
-    regular_file(lock, "the connector's lock file")
-    with open(lock) as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh, fcntl.LOCK_UN)
-    return False
-
-
-def _check_keys(f, path: str) -> None:
-    keys = set(f.keys())
-    missing = {KEY_STATES, KEY_TOKENS} - keys
-    if missing:
-        raise BadInput(
-            f"{path}: lacks {', '.join(sorted(missing))} (has {', '.join(sorted(keys)) or 'nothing'}); "
-            "not a file of vLLM's ExampleHiddenStatesConnector"
-        )
 
 
 def _provenance(files, layer_ids, n, streams, tokens_from, given, skipped) -> Provenance:

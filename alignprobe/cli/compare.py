@@ -24,7 +24,9 @@ USAGE = "alignprobe compare --train-dump TRAIN --serve-dump SERVE [--json result
 @click.argument("positional", nargs=-1, required=False, metavar="")
 @click.option("--train-dump", type=click.Path(),
               help="Dump captured the way training extracts states, or a SpecForge/speculators/EAGLE folder.")
-@click.option("--serve-dump", type=click.Path(), help="Dump captured from the serving engine.")
+@click.option("--serve-dump", type=click.Path(), help="Dump captured from the serving engine, or a foreign folder "
+              "(a vLLM extract_hidden_states connector folder, TensorRT-LLM SaveState files).")
+@click.option("--serve-layer-ids", help="For a foreign --serve-dump: the layer ids its run used (2,4,5,8).")
 @click.option("--train-layer-ids", help="For a foreign --train-dump: the layer ids its run used (1,29,57).")
 @click.option("--train-system", type=click.Choice(["modelopt-hf", "modelopt-vllm"]), default=None,
               help="For a Model-Optimizer --train-dump whose files do not show the backend that wrote them.")
@@ -59,7 +61,7 @@ USAGE = "alignprobe compare --train-dump TRAIN --serve-dump SERVE [--json result
 @click.option("--drafter", type=click.Path(),
               help="An EAGLE-3 drafter folder: also predict its accept length on both dumps (alignprobe accept).")
 @click.option("--target", type=click.Path(), help="With --drafter: the target model folder (embedding, LM head).")
-def compare(positional, train_dump, serve_dump, train_layer_ids, train_system, train_drafter_config, num_layers, json_path, report_dir,
+def compare(positional, train_dump, serve_dump, serve_layer_ids, train_layer_ids, train_system, train_drafter_config, num_layers, json_path, report_dir,
             junit_path, policy_file, overrides, strict, sample, max_tokens, mapping_tokens, tokenizer, device, quiet,
             verbose, drafter=None, target=None) -> int:
     """Compare per layer; name each disagreement with evidence and a fix; exit 0 pass/warn, 1 fail, 2 bad input."""
@@ -77,7 +79,7 @@ def compare(positional, train_dump, serve_dump, train_layer_ids, train_system, t
             train_dump, serve_dump, policy, sample=sample, max_tokens=max_tokens, mapping_tokens=mapping_tokens,
             tokenizer=None if tokenizer.lower() == "none" else tokenizer, device=device,
             train_import=_import_options(train_layer_ids, train_drafter_config, num_layers, train_system),
-            serve_import=_import_options(None, None, num_layers), progress=bar,
+            serve_import=_import_options(serve_layer_ids, None, num_layers, flag="--serve-layer-ids"), progress=bar,
         )
     finally:
         bar.close()
@@ -148,13 +150,13 @@ def policy_from_options(policy_file, overrides) -> Policy:
     return policy.updated(parse_overrides(overrides)) if overrides else policy
 
 
-def _import_options(layer_ids, drafter_config, num_layers, system=None) -> dict:
+def _import_options(layer_ids, drafter_config, num_layers, system=None, flag="--train-layer-ids") -> dict:
     """open_source() options for a side that is a foreign folder (ignored for our own dumps)."""
     options: dict = {"system": system} if system else {}
     if layer_ids:
         from alignprobe.layer_ids import parse_ids
 
-        options["layer_ids"] = parse_ids(layer_ids, "--train-layer-ids")
+        options["layer_ids"] = parse_ids(layer_ids, flag)
     if drafter_config:
         options["config"] = drafter_config
     if num_layers:

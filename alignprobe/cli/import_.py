@@ -29,7 +29,8 @@ from alignprobe.safe_paths import input_path, output_file, refuse_overlap
 def import_command(source, out_path, system, layer_ids, drafter_config, num_layers, target_config, ids_from, force,
                    quiet) -> None:
     """Import a foreign hidden-state dump (SpecForge, speculators, EAGLE ge_data, Model-Optimizer,
-    TensorRT-LLM SaveState, a DeepSpec target cache) into an alignprobe dump."""
+    TensorRT-LLM SaveState, a DeepSpec target cache, a vLLM extract_hidden_states connector folder) into an
+    alignprobe dump."""
     refuse_overlap({"--out": output_file(out_path, "--out")},
                    {"SOURCE": input_path(source, "foreign dump"), "--drafter-config": drafter_config,
                     "--target-config": target_config, "--ids-from": ids_from})

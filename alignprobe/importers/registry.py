@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from alignprobe.errors import BadInput
-from alignprobe.importers import deepspec, modelopt, specforge, speculators, trtllm
+from alignprobe.importers import deepspec, modelopt, specforge, speculators, trtllm, vllm_connector
 from alignprobe.importers.layout import Layout
 
 LAYOUTS: tuple[Layout, ...] = (
+    vllm_connector.LAYOUT,  # before speculators, which takes any one .safetensors file: not an hs_<idx> one
     speculators.LAYOUT,
     specforge.SPECFORGE_LAYOUT,
     specforge.EAGLE_LAYOUT,
