@@ -101,6 +101,11 @@ def test_the_ids_are_never_assumed(tmp_path):
     assert_refused(["compare", "--train-dump", serve, "--serve-dump", folder], [folder, serve], match="--layer-ids")
     ok = invoke(["compare", "--train-dump", serve, "--serve-dump", folder, "--serve-layer-ids", "2,4,5", "--quiet"])
     assert ok.exit_code == 0, ok.output
+    ok = invoke(["compare", "--train-dump", folder, "--train-layer-ids", "2,4,5", "--serve-dump", serve, "--quiet"])
+    assert ok.exit_code == 0, ok.output
+    told = ["import", folder, "--layer-ids", "2,4,5", "--num-layers", "8", "--quiet", "--system"]
+    assert invoke(told + ["vllm", "--out", tmp_path / "v.h5"]).exit_code == 0
+    assert_refused(told + ["speculators", "--out", tmp_path / "s.h5"], [folder], match="vllm files, not speculators")
 
 
 def test_a_file_still_being_written_is_refused(tmp_path):
