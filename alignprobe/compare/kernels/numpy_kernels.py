@@ -8,6 +8,7 @@ least), so a many-core machine keeps up with the disk (benchmarks/compare_throug
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 from typing import Sequence
 
@@ -18,6 +19,7 @@ from alignprobe.dump.encoding import from_storage
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 
 MAX_THREADS = 8
+MIN_TASK_ROWS = 32  # a measuring task's rows at the least: below this the hand-off costs more than it saves
 
 
 def block_bytes_for(threads: int) -> int:
@@ -50,11 +52,21 @@ class NumpyKernels:
         def measure(pair: tuple[Stored, Stored]) -> RowTerms:
             return row_terms(pair[0].widened(), pair[1].widened())
 
-        if len(pairs) < 2 or self.threads < 2:
+        if not pairs or self.threads < 2 or (len(pairs) < 2 and len(pairs[0][0].raw) < 2 * MIN_TASK_ROWS):
             return [measure(p) for p in pairs]
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="alignprobe-metrics")
-        return list(self._pool.map(measure, pairs))
+        # A block holds fewer pairs than there are threads (three aux slices and the final state): each
+        # pair's rows are split so that every thread has work. Terms are per row, so the split changes
+        # no value.
+        rows = len(pairs[0][0].raw)
+        parts = max(1, min(-(-self.threads // len(pairs)), rows // MIN_TASK_ROWS))
+        bounds = [rows * i // parts for i in range(parts + 1)]
+        tasks = [(a[lo:hi], b[lo:hi]) for a, b in pairs for lo, hi in zip(bounds, bounds[1:])]
+        terms = list(self._pool.map(measure, tasks))
+        if parts == 1:
+            return terms
+        return [joined(terms[i : i + parts]) for i in range(0, len(terms), parts)]
 
     def serve_units(self, block: "Stored", k: int, hidden_size: int):
         x = block.widened()
@@ -89,6 +101,12 @@ class Stored:
     def widened(self) -> np.ndarray:
         """float32, exactly (alignprobe/dump/encoding.py)."""
         return from_storage(self.raw, self.encoding)
+
+
+def joined(parts: Sequence[RowTerms]) -> RowTerms:
+    """The terms of consecutive row ranges, as one :class:`RowTerms` of all their rows."""
+    names = [field.name for field in dataclasses.fields(RowTerms)]
+    return RowTerms(*(np.concatenate([getattr(p, name) for p in parts]) for name in names))
 
 
 def row_terms(a: np.ndarray, b: np.ndarray) -> RowTerms:
