@@ -9,6 +9,7 @@ from typing import Iterator, Sequence
 import h5py
 import numpy as np
 
+from alignprobe.dump.direct_read import DirectRows
 from alignprobe.dump.encoding import encoding_of, from_storage, stored_dtype
 from alignprobe.dump.schema import (
     FINAL_NORM_POST,
@@ -111,6 +112,8 @@ class Dump(SampleIndex):
         self.streams: dict[str, StreamClaim] = {}
         self._datasets: dict[str, h5py.Dataset] = {}
         self._encodings: dict[str, str] = {}
+        self._direct: dict[str, DirectRows | None] = {}  # built on a stream's first read (direct_read.py)
+        self._fd: int | None = None
         for name, ds in found:
             self.streams[name] = self._read_claim(name, ds)
             self._datasets[name] = ds
@@ -211,8 +214,20 @@ class Dump(SampleIndex):
         """As :meth:`read`, in the stored encoding (:meth:`encoding`: bfloat16 as uint16 bits)."""
         self._claim(stream)
         ds = self._datasets[stream]
+        direct = self._guarded(lambda: self._direct_rows(stream))
+        if direct is not None:
+            rows = self._guarded(lambda: direct.read(start, stop, columns))
+            if rows is not None:
+                return rows
         key = (slice(start, stop), columns if columns is not None else slice(None))
         return self._guarded(lambda: ds[key])
+
+    def _direct_rows(self, stream: str) -> DirectRows | None:
+        if stream not in self._direct:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self._direct[stream] = DirectRows.of(self._fd, self._datasets[stream])
+        return self._direct[stream]
 
     def states(self, sample: int | str, stream: str) -> np.ndarray:
         """All states of one sample, float32 ``[length, width]`` (random access)."""
@@ -253,6 +268,10 @@ class Dump(SampleIndex):
 
     def close(self) -> None:
         self._file.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._direct.clear()
 
     def __enter__(self) -> "Dump":
         return self

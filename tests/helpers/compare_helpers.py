@@ -81,3 +81,18 @@ def write_serve(path, samples, taps=AUX, claim=None, transform=None, **kw):
         return {"hidden_states": transform(x, sid) if transform else x}
 
     return write_dump(path, samples, {"hidden_states": claim}, states, **kw)
+
+
+def awkward_rows(seed=0, H=64):
+    """Random rows plus one of each kind the health counts and the overflow fallback must catch."""
+    g = np.random.default_rng(seed)
+    a = g.standard_normal((12, H)).astype(np.float32)
+    b = (a + 0.05 * g.standard_normal((12, H))).astype(np.float32)
+    a[1, 5] = np.nan
+    b[2, 7] = np.inf
+    a[3] = 0.0
+    b[4] = 0.25  # constant
+    a[5] *= 3e19  # float32 squares overflow: redone in float64 by the numpy kernels
+    b[5] *= 3e19
+    b[6, [0, 1, H // 2, H - 1]] = 1.5  # passes the constant screen, is not constant
+    return a, b

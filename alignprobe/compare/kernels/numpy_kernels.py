@@ -8,6 +8,7 @@ least), so a many-core machine keeps up with the disk (benchmarks/compare_throug
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 from typing import Sequence
 
@@ -18,6 +19,7 @@ from alignprobe.dump.encoding import from_storage
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 
 MAX_THREADS = 8
+MIN_TASK_ROWS = 32  # a measuring task's rows at the least: below this the hand-off costs more than it saves
 
 
 def block_bytes_for(threads: int) -> int:
@@ -50,11 +52,21 @@ class NumpyKernels:
         def measure(pair: tuple[Stored, Stored]) -> RowTerms:
             return row_terms(pair[0].widened(), pair[1].widened())
 
-        if len(pairs) < 2 or self.threads < 2:
+        if not pairs or self.threads < 2 or (len(pairs) < 2 and len(pairs[0][0].raw) < 2 * MIN_TASK_ROWS):
             return [measure(p) for p in pairs]
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="alignprobe-metrics")
-        return list(self._pool.map(measure, pairs))
+        # A block holds fewer pairs than there are threads (three aux slices and the final state): each
+        # pair's rows are split so that every thread has work. Terms are per row, so the split changes
+        # no value.
+        rows = len(pairs[0][0].raw)
+        parts = max(1, min(-(-self.threads // len(pairs)), rows // MIN_TASK_ROWS))
+        bounds = [rows * i // parts for i in range(parts + 1)]
+        tasks = [(a[lo:hi], b[lo:hi]) for a, b in pairs for lo, hi in zip(bounds, bounds[1:])]
+        terms = list(self._pool.map(measure, tasks))
+        if parts == 1:
+            return terms
+        return [joined(terms[i : i + parts]) for i in range(0, len(terms), parts)]
 
     def serve_units(self, block: "Stored", k: int, hidden_size: int):
         x = block.widened()
@@ -91,6 +103,12 @@ class Stored:
         return from_storage(self.raw, self.encoding)
 
 
+def joined(parts: Sequence[RowTerms]) -> RowTerms:
+    """The terms of consecutive row ranges, as one :class:`RowTerms` of all their rows."""
+    names = [field.name for field in dataclasses.fields(RowTerms)]
+    return RowTerms(*(np.concatenate([getattr(p, name) for p in parts]) for name in names))
+
+
 def row_terms(a: np.ndarray, b: np.ndarray) -> RowTerms:
     """:class:`RowTerms` of float32 rows ``a``, ``b`` ``[n, H]``."""
     aa, bb = row_dot(a, a), row_dot(b, b)
@@ -116,12 +134,20 @@ def row_terms(a: np.ndarray, b: np.ndarray) -> RowTerms:
 def row_dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Per-row dot products as float64.
 
-    A batched matmul (BLAS, float32 with blocked accumulation: about 1e-7 relative error) is three
-    times faster than a float64 einsum, and every term summed here is a product of one row: the
-    result only feeds ratios, never a difference of two large sums.
+    BLAS's float32 dot with blocked accumulation (about 1e-7 relative error) is three times faster
+    than a float64 einsum, and every term summed here is a product of one row: the result only feeds
+    ratios, never a difference of two large sums. ``np.vecdot`` (numpy 2) runs it as a ufunc, which
+    releases the GIL: on the H200 host's 16 cores the batched matmul that gives the same products
+    stopped at 3.5 GB/s of bf16 pairs over 4-16 threads, where the rest of the arithmetic scaled to
+    30 GB/s (benchmarks/compare_threads.py).
     """
     with np.errstate(over="ignore", invalid="ignore"):  # overflowed rows are found and redone
+        if _vecdot is not None:
+            return _vecdot(x, y).astype(np.float64)
         return np.matmul(x[:, None, :], y[:, :, None])[:, 0, 0].astype(np.float64)
+
+
+_vecdot = getattr(np, "vecdot", None)  # numpy >= 2.0; the same BLAS products as the matmul
 
 
 def nonfinite_masks(x: np.ndarray, sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
