@@ -290,7 +290,7 @@ def scaling_table(rows: list[dict], counts: list[int], labels: list[str]) -> str
         line = f"  {n:<3} {raw_n:7.2f}"
         for label in labels:
             s = best(f"{label + ': ' if label else ''}audit dask {n}")
-            line += f"  {s:12.2f} {raw_n / s:7.2f}x"
+            line += f"  {s:12.2f} {raw_n / s:7.2f}x" if s else f"  {'-':>12} {'-':>8}"
         lines.append(line)
     return "\n".join(lines)
 
@@ -372,8 +372,8 @@ def main() -> None:
                         prefix = f"{label}: " if label else ""
                         measure(f"{prefix}audit dask {n}{mark}", DASK, folder, str(n), base=raw, own=raw_n,
                                 tree=tree, own_name=f"raw {n}")
-            if counts:
-                print(scaling_table(rows, counts, [label for label, _ in trees]), flush=True)
+                if counts:  # after every round: a run cut short keeps the table of the rounds it finished
+                    print(scaling_table(rows, counts, [label for label, _ in trees]), flush=True)
         if "import" not in skip:
             raw_rw = measure("raw read+write", RAW_RW, folder, os.path.join(root, "raw_rw.bin"), base=raw)
             if "write_floor" not in skip:
