@@ -146,7 +146,7 @@ if __name__ == "__main__":
 AUDIT = PEAK + """
 import json, sys, time
 import alignprobe
-from alignprobe.importers.files import load_torch_dict  # noqa: F401  torch imported before the clock, as raw does
+import alignprobe.audit.run  # noqa: F401  torch and the audit's modules imported before the clock, as raw's loader is
 t = time.perf_counter()
 r = alignprobe.audit(sys.argv[1], **({"torch_threads": int(sys.argv[2])} if len(sys.argv) > 2 else {}))
 print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak(), "verdict": r.verdict, "samples": r.samples}))
@@ -155,6 +155,9 @@ print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak(), "verdict": r.v
 DASK = PEAK + """
 import json, sys, time
 import alignprobe
+# The client's imports before the clock too: ``alignprobe.audit`` is imported on first use, and this row
+# timed the client's import of torch (2-4 s) until issue 24 (the one-process row never did)
+import alignprobe.audit.run  # noqa: F401
 from distributed import Client, LocalCluster
 n = int(sys.argv[2])
 with LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=None, memory_limit="4GiB") as cluster, Client(cluster) as client:
