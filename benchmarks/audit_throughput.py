@@ -5,8 +5,11 @@ GB, then, each in a fresh process with the files evicted from the page cache fir
 - ``raw``: ``torch.load`` of every file in one process (the baseline), and ``raw_threads``: the same
   with 16 threads (what the disk gives when many readers ask);
 - ``audit``: ``alignprobe.audit`` in one process;
+- ``raw N readers``: N processes at once, each ``torch.load``-ing a contiguous 1/N (by bytes) of the
+  files, first start to last finish (``--raw-threads``: the same on N threads of one process);
 - ``dask N``: the audit on a LocalCluster of N single-threaded workers (cluster start not timed;
-  each worker's peak RSS is its own VmHWM);
+  each worker's peak RSS is its own VmHWM), "of raw" against one raw reader and "of raw N" against
+  the N raw readers just before it (the goal: 0.9x of those);
 - ``import``: ``alignprobe import`` of the folder, and ``compare_foreign``: ``compare`` with the
   folder as the train side against the imported dump, next to ``compare_dumps`` of two dumps.
   Their "of raw" is against the raw ``torch.load`` of the folder (the headline); each also has the
@@ -99,10 +102,51 @@ else:
 print(json.dumps({"s": time.perf_counter() - t, "bytes": n, "rss_mb": peak()}))
 """
 
+# N readers at once, each ``torch.load``-ing (as raw does) a contiguous share of the files, about 1/N of
+# the bytes: the baseline of an audit on N workers. Processes, as Dask's workers are (argv[3] "threads":
+# the same shares on threads of one process, to see whether torch.load holds the GIL). Forked before
+# torch is imported (each imports it itself), each starts at a barrier; the wall time is from the first
+# start to the last finish.
+RAW_N = PEAK + """
+import json, sys, time, glob, os
+import multiprocessing as mp
+def shares(files, n):
+    sizes = [os.path.getsize(p) for p in files]
+    total, out, acc = sum(sizes), [[] for _ in range(n)], 0
+    for p, size in zip(files, sizes):
+        out[min(n - 1, int(acc * n / max(total, 1)))].append(p)
+        acc += size
+    return out
+def reader(files, barrier, done):
+    from alignprobe.importers.files import load_torch_dict
+    barrier.wait()
+    t = time.monotonic()
+    n = sum(t.numel() * t.element_size() for p in files for t in load_torch_dict(p, mmap=False).values())
+    done.put((t, time.monotonic(), n, peak()))
+if __name__ == "__main__":
+    files = sorted(glob.glob(os.path.join(sys.argv[1], '*', 'data_*')))
+    n = int(sys.argv[2])
+    if sys.argv[3:] == ["threads"]:
+        import queue, threading
+        barrier, done = threading.Barrier(n), queue.Queue()
+        workers = [threading.Thread(target=reader, args=(share, barrier, done)) for share in shares(files, n)]
+    else:
+        ctx = mp.get_context("fork")  # "-c" code: spawn could not find reader() in __main__
+        barrier, done = ctx.Barrier(n), ctx.Queue()
+        workers = [ctx.Process(target=reader, args=(share, barrier, done)) for share in shares(files, n)]
+    for w in workers:
+        w.start()
+    got = [done.get() for _ in workers]
+    for w in workers:
+        w.join()
+    print(json.dumps({"s": max(g[1] for g in got) - min(g[0] for g in got), "bytes": sum(g[2] for g in got),
+                      "rss_mb": max(g[3] for g in got)}))
+"""
+
 AUDIT = PEAK + """
 import json, sys, time
 import alignprobe
-from alignprobe.importers.files import load_torch_dict  # noqa: F401  torch imported before the clock, as raw does
+import alignprobe.audit.run  # noqa: F401  torch and the audit's modules imported before the clock, as raw's loader is
 t = time.perf_counter()
 r = alignprobe.audit(sys.argv[1], **({"torch_threads": int(sys.argv[2])} if len(sys.argv) > 2 else {}))
 print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak(), "verdict": r.verdict, "samples": r.samples}))
@@ -111,6 +155,9 @@ print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak(), "verdict": r.v
 DASK = PEAK + """
 import json, sys, time
 import alignprobe
+# The client's imports before the clock too: ``alignprobe.audit`` is imported on first use, and this row
+# timed the client's import of torch (2-4 s) until issue 24 (the one-process row never did)
+import alignprobe.audit.run  # noqa: F401
 from distributed import Client, LocalCluster
 n = int(sys.argv[2])
 with LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=None, memory_limit="4GiB") as cluster, Client(cluster) as client:
@@ -232,6 +279,25 @@ print(json.dumps({"s": time.perf_counter() - t, "rss_mb": peak()}))
 """
 
 
+def scaling_table(rows: list[dict], counts: list[int], labels: list[str]) -> str:
+    """Each N's best (fastest) raw-N readers and Dask-N audit of every tree over the rounds, the audit's
+    time as a ratio of the raw readers' (the goal: 0.9x or more)."""
+    def best(name):
+        times = [r["s"] for r in rows if r["name"] == name or r["name"].startswith(name + " #")]
+        return min(times) if times else None
+
+    head = "  N   raw N s" + "".join(f"  {(label or 'audit') + ' s':>12} {'of raw N':>8}" for label in labels)
+    lines = ["best of the rounds, cold:", head]
+    for n in counts:
+        raw_n = best(f"raw {n} readers")
+        line = f"  {n:<3} {raw_n:7.2f}"
+        for label in labels:
+            s = best(f"{label + ': ' if label else ''}audit dask {n}")
+            line += f"  {s:12.2f} {raw_n / s:7.2f}x" if s else f"  {'-':>12} {'-':>8}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gb", type=float, default=1.0)
@@ -239,7 +305,10 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2048, help="tokens a file (sample)")
     parser.add_argument("--gz-every", type=int, default=0, help="every k-th file .ckpt.gz (0: none)")
     parser.add_argument("--workers", default="1,2")
-    parser.add_argument("--skip", default="", help="comma-separated: audit,import,compare,raw16,write_floor")
+    parser.add_argument("--raw-threads", action="store_true",
+                        help="also the raw N readers as threads of one process (does torch.load hold the GIL?)")
+    parser.add_argument("--rounds", type=int, default=1, help="the raw-N and dask-N rows this many times, interleaved")
+    parser.add_argument("--skip", default="", help="comma-separated: audit,audit1 (the one-process rows),import,compare,raw16,write_floor")
     parser.add_argument("--trees", default="", help="name=path,...: alignprobe trees whose audit/import/compare to measure")
     parser.add_argument("--dir", default=None)
     parser.add_argument("--folder", default=None,
@@ -268,14 +337,14 @@ def main() -> None:
 
         trees = [tuple(t.split("=", 1)) for t in args.trees.split(",") if t] or [("", None)]
 
-        def measure(name, code, *argv, base=None, own=None, tree=None):
+        def measure(name, code, *argv, base=None, own=None, tree=None, own_name="own"):
             evict(paths)
             # the baselines import alignprobe's file loader from the last tree (an installed one: the
             # source tree's probes/ installs as alignprobe.probes, so it does not import from the source)
             out = run_child(code, *argv, tree=tree or trees[-1][1])
             gbps = size / out["s"] / 1e9
             ratio = f"{base / out['s']:.2f}x" if base else "1.00x"
-            mine = f"  {own / out['s']:.2f}x of own" if own else ""
+            mine = f"  {own / out['s']:.2f}x of {own_name}" if own else ""
             extra = {k: v for k, v in out.items() if k not in ("s",)}
             print(f"  {name:26} {out['s']:7.2f} s  {gbps:5.2f} GB/s  {ratio:>6} of raw{mine}  {json.dumps(extra)}",
                   flush=True)
@@ -286,14 +355,28 @@ def main() -> None:
         if "raw16" not in skip:
             measure("raw 16 threads", RAW, folder, "16", base=raw)
         if "audit" not in skip:
-            for label, tree in trees:
+            for label, tree in trees if "audit1" not in skip else []:
                 prefix = f"{label}: " if label else ""
                 measure(f"{prefix}audit (1 process)", AUDIT, folder, base=raw, tree=tree)
                 if args.torch_threads > 1:
                     measure(f"{prefix}audit 1 proc {args.torch_threads} thr", AUDIT, folder, str(args.torch_threads),
                             base=raw, tree=tree)
-                for n in [int(w) for w in args.workers.split(",") if w]:
-                    measure(f"{prefix}audit dask {n}", DASK, folder, str(n), base=raw, tree=tree)
+            # N outside the trees, rounds outside N: each tree's N workers measured next to the N raw readers
+            # they are held to, and every row again a round later (a noisy disk: the best of the rounds)
+            counts = [int(w) for w in args.workers.split(",") if w]
+            for turn in range(args.rounds):
+                mark = f" #{turn + 1}" if args.rounds > 1 else ""
+                for n in counts:
+                    raw_n = measure(f"raw {n} readers{mark}", RAW_N, folder, str(n), base=raw)
+                    if args.raw_threads:
+                        measure(f"raw {n} reader threads{mark}", RAW_N, folder, str(n), "threads", base=raw,
+                                own=raw_n, own_name=f"raw {n}")
+                    for label, tree in trees:
+                        prefix = f"{label}: " if label else ""
+                        measure(f"{prefix}audit dask {n}{mark}", DASK, folder, str(n), base=raw, own=raw_n,
+                                tree=tree, own_name=f"raw {n}")
+                if counts:  # after every round: a run cut short keeps the table of the rounds it finished
+                    print(scaling_table(rows, counts, [label for label, _ in trees]), flush=True)
         if "import" not in skip:
             raw_rw = measure("raw read+write", RAW_RW, folder, os.path.join(root, "raw_rw.bin"), base=raw)
             if "write_floor" not in skip:

@@ -12,8 +12,10 @@ import contextlib
 import hashlib
 import itertools
 import os
+import uuid
 from typing import Iterator, Sequence
 
+import alignprobe.audit.lanes as lanes_module
 from alignprobe.audit.readahead import ReadAhead
 from alignprobe.audit.reading import read_ahead_paths
 from alignprobe.audit.scan import scan_unit
@@ -35,18 +37,47 @@ def run_units(units: Sequence[Unit], *, workers: int | None = None, scheduler: s
         return
     client, cluster = _client(workers, scheduler, memory_limit)
     try:
-        from distributed import as_completed
-
-        keys = [f"audit-{i}-{hashlib.sha1(u.key.encode()).hexdigest()[:16]}" for i, u in enumerate(units)]
-        futures = client.map(scan_unit, list(units), key=keys)
-        index = {f.key: i for i, f in enumerate(futures)}
-        for future in as_completed(futures):
-            yield index[future.key], future.result()
-            future.release()
+        yield from _on_dask(client, units, workers or 1)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _on_dask(client, units: Sequence[Unit], expect: int = 1) -> Iterator[tuple[int, dict]]:
+    """Unit ``i`` to worker ``i % N``, each worker's units in order, each reading ahead into its next
+    (lanes.py). Dealt in turn, not in runs of consecutive units: units finish about in unit order, so
+    the client merges them as they come (InOrderMerge) instead of holding all but the first run's until
+    it is done and merging them after the last worker stops. Only the partials come back (no states),
+    gathered as they finish by as_completed in the client's own thread."""
+    from distributed import as_completed
+
+    if not units:
+        return
+    client.wait_for_workers(expect)  # our own cluster's every worker, else whichever are up
+    names = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    run = uuid.uuid4().hex[:12]
+    lanes = [f"audit-{run}-lane-{w}" for w in range(len(names))]
+    futures, index = [], {}
+    for i, unit in enumerate(units):
+        w, then = i % len(names), units[i + len(names)] if i + len(names) < len(units) else None
+        key = f"audit-{run}-{i}-{hashlib.sha1(unit.key.encode()).hexdigest()[:16]}"
+        # pinned loosely: a unit whose worker left runs elsewhere (reading ahead for itself there). The
+        # priority keeps each worker's units in lane order: submitted one by one, the later ran first
+        # (seen: places 0, 3, 2, 1), and every unit read ahead for itself
+        futures.append(client.submit(lanes_module.scan_in_lane, unit, lanes[w], i // len(names), then, key=key,
+                                     workers=[names[w]], allow_other_workers=True, pure=False,
+                                     priority=-(i // len(names))))
+        index[key] = i
+    try:
+        for future, part in as_completed(futures, with_results=True):
+            yield index[future.key], part
+            future.release()
+    finally:
+        for future in futures:
+            future.release()
+        with contextlib.suppress(Exception):  # a worker gone is no reason to fail a finished audit
+            client.run(lanes_module.forget, lanes)
 
 
 def _in_threads(units: Sequence[Unit], threads: int, torch_threads: int = 1) -> Iterator[tuple[int, dict]]:

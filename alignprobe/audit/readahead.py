@@ -25,13 +25,23 @@ class ReadAhead:
     """``ready(i)`` waits until file ``i`` is in the page cache and keeps the next ones coming."""
 
     def __init__(self, paths: Sequence[str | None]):
-        # a file shared by consecutive samples (records of one file) is read once; None reads nothing
-        self.paths = [p if p != before else None for p, before in zip(paths, [None, *paths[:-1]])]
-        self.sizes = [_size(p) if p is not None else 0 for p in self.paths]
+        self.paths: list[str | None] = []
+        self.sizes: list[int] = []
+        self._last: str | None = None
         self._buffer = bytearray(READ_THROUGH_BYTES)  # one thread reads: one buffer for every file
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="audit-readahead")
         self._futures: dict[int, concurrent.futures.Future] = {}
         self._next = 0
+        self.extend(paths)
+
+    def extend(self, paths: Sequence[str | None]) -> None:
+        """More files after the last ones (the next unit a Dask worker is given: lanes.py), read ahead as
+        if they had been given at the start. Called between ``ready`` calls, not during one."""
+        for path in paths:
+            # a file shared by consecutive samples (records of one file) is read once; None reads nothing
+            self.paths.append(path if path != self._last else None)
+            self.sizes.append(_size(path) if path is not None and path != self._last else 0)
+            self._last = path
 
     def ready(self, index: int) -> None:
         ahead = sum(self.sizes[index + 1 : self._next])

@@ -1,0 +1,35 @@
+"""The audit on Dask (audit/cluster.py): units dealt to the workers in turn, each worker's units through
+one read-ahead (lanes.py), every file read once, the result the one-process audit's."""
+
+from __future__ import annotations
+
+import pytest
+
+import alignprobe
+from alignprobe.audit import readahead
+from alignprobe.audit import units as audit_units
+from audit_datasets import make_samples, write_specforge
+from tests.audit.test_run import comparable
+
+
+def test_two_workers_read_ahead_each_through_its_lane(tmp_path, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    monkeypatch.setattr(audit_units, "UNIT_MAX_FILES", 3)
+    folder = write_specforge(tmp_path / "sf", make_samples(24, faults={"nan": [3], "template": list(range(8, 18))}))
+    here = alignprobe.audit(folder)
+    assert here.sources[0].units == 8
+    made, read = [], []
+    real_init, real_read = readahead.ReadAhead.__init__, readahead.read_through
+    monkeypatch.setattr(readahead.ReadAhead, "__init__", lambda self, paths: (made.append(list(paths)), real_init(self, paths))[1])
+    monkeypatch.setattr(readahead, "read_through", lambda path, buffer: (read.append(path), real_read(path, buffer))[1])
+    # workers as threads of this process, so the counters see them; no stealing, so each lane is whole
+    with dask.config.set({"distributed.scheduler.work-stealing": False}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        there = alignprobe.audit(folder, scheduler=cluster.scheduler_address)
+    units = audit_units.plan_units(str(folder))
+    first_files = sorted(made[i][0] for i in range(len(made)))
+    assert len(made) == 2 and first_files == sorted([units[0].files[0], units[1].files[0]])  # units 0, 2, .. and 1, 3, ..
+    assert sorted(read) == sorted(f for u in units for f in u.files)  # every file once
+    assert comparable(there) == comparable(here) and there.notes == here.notes
