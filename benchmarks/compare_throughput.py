@@ -194,10 +194,9 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     "lib_t12": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 12}),
     "lib_t16": ({}, {"alignprobe.compare.kernels.numpy_kernels:MAX_THREADS": 16}),
     "lib_16mb": ({"block_bytes": 16 << 20}, {}),
-    # issue 24's pass: a pair's rows not split over idle threads; per-row dots by the batched matmul,
-    # not np.vecdot; the direct reads in one thread; multi-chunk streams read by h5py
+    # issue 24's pass: a pair's rows not split over idle threads; the direct reads in one thread;
+    # multi-chunk streams read by h5py
     "lib_nosplit": ({}, {"alignprobe.compare.kernels.numpy_kernels:MIN_TASK_ROWS": 1 << 30}),
-    "lib_matmul": ({}, {"alignprobe.compare.kernels.numpy_kernels:_vecdot": None}),
     "lib_1read": ({}, {"alignprobe.dump.direct_read:READ_THREADS": 1}),
     "lib_h5wide": ({}, {"alignprobe.dump.direct_read:MIN_SEGMENT_BYTES": 1 << 40}),
 }

@@ -134,20 +134,17 @@ def row_terms(a: np.ndarray, b: np.ndarray) -> RowTerms:
 def row_dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Per-row dot products as float64.
 
-    BLAS's float32 dot with blocked accumulation (about 1e-7 relative error) is three times faster
-    than a float64 einsum, and every term summed here is a product of one row: the result only feeds
-    ratios, never a difference of two large sums. ``np.vecdot`` (numpy 2) runs it as a ufunc, which
-    releases the GIL: on the H200 host's 16 cores the batched matmul that gives the same products
-    stopped at 3.5 GB/s of bf16 pairs over 4-16 threads, where the rest of the arithmetic scaled to
-    30 GB/s (benchmarks/compare_threads.py).
+    A batched matmul (BLAS, float32 with blocked accumulation: about 1e-7 relative error) is three
+    times faster than a float64 einsum, and every term summed here is a product of one row: the
+    result only feeds ratios, never a difference of two large sums.
+
+    On the H200 host's 16 cores these products stop scaling at about 3.3 GB/s of bf16 pairs over 4-16
+    threads (np.vecdot gives the same products and the same curve; a float32 einsum scaled to 9.7 GB/s
+    alone, but made the whole pass only 8% faster while loosening the sums to 1.5e-6):
+    benchmarks/results/issue24_h200.txt.
     """
     with np.errstate(over="ignore", invalid="ignore"):  # overflowed rows are found and redone
-        if _vecdot is not None:
-            return _vecdot(x, y).astype(np.float64)
         return np.matmul(x[:, None, :], y[:, :, None])[:, 0, 0].astype(np.float64)
-
-
-_vecdot = getattr(np, "vecdot", None)  # numpy >= 2.0; the same BLAS products as the matmul
 
 
 def nonfinite_masks(x: np.ndarray, sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
