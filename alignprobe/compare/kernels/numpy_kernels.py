@@ -140,7 +140,7 @@ def row_dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
     On the H200 host's 16 cores these products stop scaling at about 3.3 GB/s of bf16 pairs over 4-16
     threads (np.vecdot gives the same products and the same curve; a float32 einsum scaled to 9.7 GB/s
-    alone, but made the whole pass only 8% faster while loosening the sums to 1.5e-6):
+    alone, but made the whole pass at most 8% faster, 1 GB warm, while loosening the sums to 1.5e-6):
     benchmarks/results/issue24_h200.txt.
     """
     with np.errstate(over="ignore", invalid="ignore"):  # overflowed rows are found and redone
