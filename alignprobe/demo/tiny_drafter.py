@@ -53,7 +53,7 @@ def train_target(num_layers: int = 8, hidden_size: int = 64, steps: int = 200, b
     """
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from alignprobe.demo.tiny_models import VOCAB
+    from alignprobe.demo.tiny_models import VOCAB, fit
     from alignprobe.demo.tiny_tokenizer import tiny_tokenizer
 
     tok = tiny_tokenizer()
@@ -63,17 +63,7 @@ def train_target(num_layers: int = 8, hidden_size: int = 64, steps: int = 200, b
                          pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
-    data = pair_corpus(steps * batch, length, seed=seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    model.train()
-    for step in range(steps):
-        x = data[step * batch:(step + 1) * batch]
-        loss = model(input_ids=x, labels=x).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-    model.train_loss = float(loss.detach())
-    return model.eval()
+    return fit(model, pair_corpus(steps * batch, length, seed=seed), batch, lr)
 
 
 def drafter_config(target_config, layer_ids) -> dict:

@@ -80,6 +80,13 @@ def train_briefly(model, steps: int = 60, batch: int = 16, length: int = 64, lr:
     is called with a short text after each optimizer step (the demo's progress bar)."""
     torch.manual_seed(seed)
     data = synthetic_corpus(steps * batch, length, seed=seed, vocab=model.config.vocab_size)
+    return fit(model, data, batch, lr, on_step)
+
+
+def fit(model, data: torch.Tensor, batch: int, lr: float, on_step=None):
+    """Next-token training on ``data`` (one optimizer step per ``batch`` rows); the last loss is kept
+    as ``model.train_loss`` and the model is returned in eval mode."""
+    steps = len(data) // batch
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     for step in range(steps):
