@@ -17,16 +17,16 @@ def tiny_llama(num_layers: int = 8, hidden_size: int = 64, seed: int = 0, **over
     """A seeded LlamaForCausalLM of ``num_layers`` layers (float32, CPU, eval mode)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        **overrides,
-    )
+    config = LlamaConfig(**{
+        "vocab_size": VOCAB,
+        "hidden_size": hidden_size,
+        "intermediate_size": hidden_size * 2,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 1024,
+        **overrides,  # may replace any of the above
+    })
     torch.manual_seed(seed)
     return LlamaForCausalLM(config).eval()
 
