@@ -9,23 +9,6 @@ import click
 from alignprobe.dump.schema import MAX_NUM_LAYERS
 
 
-class _Seconds(click.ParamType):
-    """A positive, finite number of seconds: click's FloatRange lets ``nan`` through (no comparison
-    with NaN is false), and ``inf`` would disable a timeout."""
-
-    name = "SECONDS"
-
-    def convert(self, value, param, ctx):
-        try:
-            seconds = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not (math.isfinite(seconds) and seconds > 0):
-            self.fail(f"{value!r} must be a positive, finite number of seconds", param, ctx)
-        return seconds
-
-
-SECONDS = _Seconds()
 
 
 # --num-layers: a model's decoder layer count; beyond the schema's bound it is a typo (an extra 0) or
@@ -34,13 +17,12 @@ NUM_LAYERS = click.IntRange(1, MAX_NUM_LAYERS)
 
 
 class _Finite(click.ParamType):
-    """A finite number, at least ``minimum`` when one is given: click's FloatRange and ``float`` let
-    ``nan`` and ``inf`` through (accept --temperature nan ran and passed; --fail-cost nan always failed)."""
+    """A finite number, at least ``minimum`` when one is given (above 0 when ``positive``): click's
+    FloatRange and ``float`` let ``nan`` and ``inf`` through (accept --temperature nan ran and passed;
+    --fail-cost nan always failed; a timeout of inf is none)."""
 
-    name = "NUMBER"
-
-    def __init__(self, minimum: float | None = None):
-        self.minimum = minimum
+    def __init__(self, minimum: float | None = None, positive: bool = False, name: str = "NUMBER"):
+        self.minimum, self.positive, self.name = minimum, positive, name
 
     def convert(self, value, param, ctx):
         try:
@@ -51,11 +33,14 @@ class _Finite(click.ParamType):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         if self.minimum is not None and number < self.minimum:
             self.fail(f"{value!r} is below {self.minimum:g}", param, ctx)
+        if self.positive and number <= 0:
+            self.fail(f"{value!r} is not a positive number", param, ctx)
         return number
 
 
 FINITE = _Finite()
 FINITE_NONNEGATIVE = _Finite(minimum=0.0)
+SECONDS = _Finite(positive=True, name="SECONDS")  # a timeout: inf would disable it
 
 # --num-draft-tokens: engines draft a handful of tokens a step (SGLang and vLLM configs use 1-10);
 # 99999999999999999999 overflowed torch's index type inside the chain (an internal error).

@@ -51,29 +51,14 @@ def train_target(num_layers: int = 8, hidden_size: int = 64, steps: int = 200, b
 
     Heads are 32 wide: vLLM's CPU attention supports head sizes 32, 64, 80, ... (not 16).
     """
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from alignprobe.demo.tiny_models import VOCAB
+    from alignprobe.demo.tiny_models import fit, tiny_llama
     from alignprobe.demo.tiny_tokenizer import tiny_tokenizer
 
     tok = tiny_tokenizer()
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=hidden_size, intermediate_size=hidden_size * 2,
-                         num_hidden_layers=num_layers, num_attention_heads=hidden_size // HEAD_DIM, num_key_value_heads=1,
-                         head_dim=HEAD_DIM, max_position_embeddings=1024, tie_word_embeddings=False,
-                         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    data = pair_corpus(steps * batch, length, seed=seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    model.train()
-    for step in range(steps):
-        x = data[step * batch:(step + 1) * batch]
-        loss = model(input_ids=x, labels=x).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-    model.train_loss = float(loss.detach())
-    return model.eval()
+    model = tiny_llama(num_layers, hidden_size, seed, num_attention_heads=hidden_size // HEAD_DIM, num_key_value_heads=1,
+                       head_dim=HEAD_DIM, tie_word_embeddings=False, pad_token_id=tok.pad_token_id,
+                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    return fit(model, pair_corpus(steps * batch, length, seed=seed), batch, lr)
 
 
 def drafter_config(target_config, layer_ids) -> dict:

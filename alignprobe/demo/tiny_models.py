@@ -17,16 +17,16 @@ def tiny_llama(num_layers: int = 8, hidden_size: int = 64, seed: int = 0, **over
     """A seeded LlamaForCausalLM of ``num_layers`` layers (float32, CPU, eval mode)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=hidden_size,
-        intermediate_size=hidden_size * 2,
-        num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        **overrides,
-    )
+    config = LlamaConfig(**{
+        "vocab_size": VOCAB,
+        "hidden_size": hidden_size,
+        "intermediate_size": hidden_size * 2,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 1024,
+        **overrides,  # may replace any of the above
+    })
     torch.manual_seed(seed)
     return LlamaForCausalLM(config).eval()
 
@@ -80,6 +80,13 @@ def train_briefly(model, steps: int = 60, batch: int = 16, length: int = 64, lr:
     is called with a short text after each optimizer step (the demo's progress bar)."""
     torch.manual_seed(seed)
     data = synthetic_corpus(steps * batch, length, seed=seed, vocab=model.config.vocab_size)
+    return fit(model, data, batch, lr, on_step)
+
+
+def fit(model, data: torch.Tensor, batch: int, lr: float, on_step=None):
+    """Next-token training on ``data`` (one optimizer step per ``batch`` rows); the last loss is kept
+    as ``model.train_loss`` and the model is returned in eval mode."""
+    steps = len(data) // batch
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     for step in range(steps):
