@@ -125,9 +125,9 @@ class DirectRows:
         segment = self.chunk_columns * self.dtype.itemsize
         position = int(self._offsets[r, c]) + (a - r0) * segment
         if dest.flags.c_contiguous:  # one column chunk: the rows are one run on both sides
-            _read_fully(self._fd, [memoryview(dest).cast("B")], position)
+            _read_fully(self._fd, [dest.data.cast("B")], position)
             return
-        whole = memoryview(out).cast("B")
+        whole = out.data.cast("B")
         pitch = out.shape[1] * self.dtype.itemsize
         base = (a - start) * pitch + column * self.dtype.itemsize
         rows = [whole[at : at + segment] for at in range(base, base + (b - a) * pitch, pitch)]
