@@ -100,6 +100,13 @@ class DecodeWorkers:
             return self._alive > 0
 
 
+def worker_env() -> dict[str, str]:
+    """A worker's environment: this process's import path, and not the working directory first (``-m``
+    puts it there, and a source checkout there, an alignprobe/ without its probes, would shadow the
+    package this process imported; PYTHONSAFEPATH, Python 3.11+)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path)), "PYTHONSAFEPATH": "1"}
+
+
 class _Worker:
     """One process and the two files it shares with this one (JSON in, rows out)."""
 
@@ -110,7 +117,7 @@ class _Worker:
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", __name__, *map(str, fds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                pass_fds=fds, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))},
+                pass_fds=fds, env=worker_env(),
                 start_new_session=True)  # Ctrl-C is the capture's to handle (one line): the worker ends at EOF
         except OSError:
             self._json.close()

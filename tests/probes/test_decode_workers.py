@@ -2,8 +2,11 @@
 a worker that dies leaves its answers to this process; a capture through workers writes the rows
 the server sent."""
 
+import ast
 import glob
 import json
+import subprocess
+import sys
 import time
 
 import httpx
@@ -13,7 +16,7 @@ import pytest
 
 from alignprobe.dump import open_dump
 from alignprobe.probes import decode_workers, sglang_http
-from alignprobe.probes.decode_workers import MIN_WORKER_BYTES, DecodeWorkers, worker_count
+from alignprobe.probes.decode_workers import MIN_WORKER_BYTES, DecodeWorkers, worker_count, worker_env
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_decode import NotAnAnswer, decode_generate
 
@@ -175,3 +178,13 @@ def test_a_capture_through_workers_writes_the_rows_sent(tmp_path, monkeypatch):
     with open_dump(out) as dump:
         for prompt in prompts:
             assert np.array_equal(dump.states(prompt.sample_id, "hidden_states"), sent[prompt.token_ids[0]])
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH came with Python 3.11")
+def test_a_worker_does_not_import_from_its_working_directory(tmp_path):
+    # `python -m` would put the working directory first: a source checkout there (an alignprobe/
+    # without its probes) would shadow the package this process runs
+    shown = subprocess.run([sys.executable, "-m", "site"], env=worker_env(), cwd=tmp_path, capture_output=True,
+                           text=True, check=True).stdout
+    path = ast.literal_eval("[" + shown.split("sys.path = [", 1)[1].split("]", 1)[0] + "]")
+    assert path and str(tmp_path) not in path and "" not in path
