@@ -92,7 +92,9 @@ class DirectRows:
     def read(self, start: int, stop: int, columns: slice | None = None) -> np.ndarray | None:
         """Rows ``[start, stop)``; None where ``columns`` does not fall on chunk boundaries."""
         rows, width = self.shape
-        start, stop = max(0, min(start, rows)), max(0, min(stop, rows))
+        if start < 0 or stop < 0:
+            return None  # counted from the end: h5py's slicing rules
+        start, stop = min(start, rows), min(stop, rows)
         first, last = 0, width
         if columns is not None:
             first, last, step = columns.indices(width)

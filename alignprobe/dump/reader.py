@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from typing import Iterator, Sequence
 
 import h5py
@@ -57,6 +58,7 @@ class Dump(SampleIndex):
         self.path = os.fspath(path)
         self.notes: list[str] = []  # what the reader had to fill in for an older or hand-written file
         self._file = _open_hdf5(self.path)
+        self._opened = os.stat(self.path)
         try:
             self._load()
         except BadInput:
@@ -114,6 +116,7 @@ class Dump(SampleIndex):
         self._encodings: dict[str, str] = {}
         self._direct: dict[str, DirectRows | None] = {}  # built on a stream's first read (direct_read.py)
         self._fd: int | None = None
+        self._direct_lock = threading.Lock()  # the pass's read-ahead and the explanations read at once
         for name, ds in found:
             self.streams[name] = self._read_claim(name, ds)
             self._datasets[name] = ds
@@ -223,11 +226,15 @@ class Dump(SampleIndex):
         return self._guarded(lambda: ds[key])
 
     def _direct_rows(self, stream: str) -> DirectRows | None:
-        if stream not in self._direct:
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            self._direct[stream] = DirectRows.of(self._fd, self._datasets[stream])
-        return self._direct[stream]
+        with self._direct_lock:
+            if stream not in self._direct:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                # the path may name another file by now (replaced since the open): its offsets would
+                # be read from the wrong bytes, so h5py, which holds the file it opened, reads instead
+                same = _same_file(os.fstat(self._fd), self._opened)
+                self._direct[stream] = DirectRows.of(self._fd, self._datasets[stream]) if same else None
+            return self._direct[stream]
 
     def states(self, sample: int | str, stream: str) -> np.ndarray:
         """All states of one sample, float32 ``[length, width]`` (random access)."""
@@ -282,6 +289,10 @@ class Dump(SampleIndex):
     def __repr__(self) -> str:
         streams = ", ".join(f"{n}[{c.width}]" for n, c in self.streams.items())
         return f"Dump({self.path!r}, samples={self.num_samples}, tokens={self.num_tokens}, streams=[{streams}])"
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_dev, b.st_ino, b.st_size, b.st_mtime_ns)
 
 
 def open_dump(path: str | os.PathLike) -> Dump:

@@ -108,3 +108,21 @@ def test_bfloat16_bits_read_directly_widen_exactly(tmp_path):
     with open_dump(path) as d:
         assert d._direct_rows("final") is not None
         np.testing.assert_array_equal(d.read("final", 0, 300), x.float().numpy())
+
+
+def test_a_file_replaced_since_the_open_is_read_by_h5py(tmp_path):
+    path = write(tmp_path / "d.h5", samples(WIDE), claims(WIDE))
+    with open_dump(path) as d, h5py.File(path, "r") as f:
+        want = f["streams/final"][0:50]
+        other = write(tmp_path / "other.h5", random_samples([2400], {"aux": 3 * WIDE, "final": WIDE}, seed=5),
+                      claims(WIDE))
+        os.replace(other, path)  # the open dump still holds the file it opened
+        assert d._direct_rows("final") is None
+        np.testing.assert_array_equal(d.read_raw("final", 0, 50), want)
+
+
+def test_rows_counted_from_the_end_follow_h5py(tmp_path):
+    path = write(tmp_path / "d.h5", samples(WIDE), claims(WIDE))
+    with open_dump(path) as d, h5py.File(path, "r") as f:
+        assert d._direct_rows("final").read(-5, 2400) is None
+        np.testing.assert_array_equal(d.read_raw("final", -5, 2400), f["streams/final"][-5:2400])
