@@ -6,17 +6,28 @@ from __future__ import annotations
 from alignprobe.audit import readahead
 
 
-def test_files_are_read_in_order_a_bounded_distance_ahead(tmp_path, monkeypatch):
-    monkeypatch.setattr(readahead, "AHEAD_BYTES", 2500)
+def thousand_byte_files(folder, count) -> list[str]:
     paths = []
-    for i in range(8):
-        path = tmp_path / f"f{i}"
+    for i in range(count):
+        path = folder / f"f{i}"
         path.write_bytes(bytes([i]) * 1000)
         paths.append(str(path))
-    paths.insert(3, str(tmp_path / "gone"))  # vanished between the plan and the read
-    read = []
+    return paths
+
+
+def recorded_reads(monkeypatch) -> list[str]:
+    """The paths read_through is called with, in order (the reads still happen)."""
+    read: list[str] = []
     real = readahead.read_through
     monkeypatch.setattr(readahead, "read_through", lambda p, b: (read.append(p), real(p, b)))
+    return read
+
+
+def test_files_are_read_in_order_a_bounded_distance_ahead(tmp_path, monkeypatch):
+    monkeypatch.setattr(readahead, "AHEAD_BYTES", 2500)
+    paths = thousand_byte_files(tmp_path, 8)
+    paths.insert(3, str(tmp_path / "gone"))  # vanished between the plan and the read
+    read = recorded_reads(monkeypatch)
     with readahead.ReadAhead(paths) as ahead:
         for i in range(len(paths)):
             ahead.ready(i)
@@ -30,14 +41,8 @@ def test_files_added_later_are_read_on_within_the_same_bound(tmp_path, monkeypat
     at most AHEAD_BYTES (and one file) past the one asked for; a file the last unit ended on and the
     next starts on (records of one file) is read once."""
     monkeypatch.setattr(readahead, "AHEAD_BYTES", 2500)
-    paths = []
-    for i in range(6):
-        path = tmp_path / f"f{i}"
-        path.write_bytes(bytes([i]) * 1000)
-        paths.append(str(path))
-    read = []
-    real = readahead.read_through
-    monkeypatch.setattr(readahead, "read_through", lambda p, b: (read.append(p), real(p, b)))
+    paths = thousand_byte_files(tmp_path, 6)
+    read = recorded_reads(monkeypatch)
     first, then = paths[:3], paths[2:]  # f2 ends the first unit and starts the next
     with readahead.ReadAhead(first) as ahead:
         ahead.extend(then)
