@@ -8,7 +8,7 @@ import pytest
 import alignprobe
 from alignprobe.audit import readahead
 from alignprobe.audit import units as audit_units
-from audit_datasets import make_samples, write_specforge
+from audit_datasets import make_samples, recorded_read_ahead, write_specforge
 from tests.audit.test_run import comparable
 
 
@@ -20,10 +20,7 @@ def test_two_workers_read_ahead_each_through_its_lane(tmp_path, monkeypatch):
     folder = write_specforge(tmp_path / "sf", make_samples(24, faults={"nan": [3], "template": list(range(8, 18))}))
     here = alignprobe.audit(folder)
     assert here.sources[0].units == 8
-    made, read = [], []
-    real_init, real_read = readahead.ReadAhead.__init__, readahead.read_through
-    monkeypatch.setattr(readahead.ReadAhead, "__init__", lambda self, paths: (made.append(list(paths)), real_init(self, paths))[1])
-    monkeypatch.setattr(readahead, "read_through", lambda path, buffer: (read.append(path), real_read(path, buffer))[1])
+    made, read = recorded_read_ahead(monkeypatch)
     # workers as threads of this process, so the counters see them; no stealing, so each lane is whole
     with dask.config.set({"distributed.scheduler.work-stealing": False}), \
             distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:

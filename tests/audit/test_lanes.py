@@ -10,7 +10,7 @@ import pytest
 from alignprobe.audit import lanes, readahead
 from alignprobe.audit import units as audit_units
 from alignprobe.audit.scan import scan_unit
-from audit_datasets import make_samples, write_specforge
+from audit_datasets import make_samples, recorded_read_ahead, write_specforge
 
 
 @pytest.fixture
@@ -21,11 +21,7 @@ def folder(tmp_path, monkeypatch):
 
 @pytest.fixture
 def counted(monkeypatch):
-    made, read = [], []
-    real_init, real_read = readahead.ReadAhead.__init__, readahead.read_through
-    monkeypatch.setattr(readahead.ReadAhead, "__init__", lambda self, paths: (made.append(list(paths)), real_init(self, paths))[1])
-    monkeypatch.setattr(readahead, "read_through", lambda path, buffer: (read.append(path), real_read(path, buffer))[1])
-    return made, read
+    return recorded_read_ahead(monkeypatch)
 
 
 def same(a, b):

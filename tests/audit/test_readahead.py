@@ -4,6 +4,7 @@ scan's own read (which names it)."""
 from __future__ import annotations
 
 from alignprobe.audit import readahead
+from audit_datasets import recorded_read_ahead
 
 
 def thousand_byte_files(folder, count) -> list[str]:
@@ -15,19 +16,11 @@ def thousand_byte_files(folder, count) -> list[str]:
     return paths
 
 
-def recorded_reads(monkeypatch) -> list[str]:
-    """The paths read_through is called with, in order (the reads still happen)."""
-    read: list[str] = []
-    real = readahead.read_through
-    monkeypatch.setattr(readahead, "read_through", lambda p, b: (read.append(p), real(p, b)))
-    return read
-
-
 def test_files_are_read_in_order_a_bounded_distance_ahead(tmp_path, monkeypatch):
     monkeypatch.setattr(readahead, "AHEAD_BYTES", 2500)
     paths = thousand_byte_files(tmp_path, 8)
     paths.insert(3, str(tmp_path / "gone"))  # vanished between the plan and the read
-    read = recorded_reads(monkeypatch)
+    _, read = recorded_read_ahead(monkeypatch)
     with readahead.ReadAhead(paths) as ahead:
         for i in range(len(paths)):
             ahead.ready(i)
@@ -42,7 +35,7 @@ def test_files_added_later_are_read_on_within_the_same_bound(tmp_path, monkeypat
     next starts on (records of one file) is read once."""
     monkeypatch.setattr(readahead, "AHEAD_BYTES", 2500)
     paths = thousand_byte_files(tmp_path, 6)
-    read = recorded_reads(monkeypatch)
+    _, read = recorded_read_ahead(monkeypatch)
     first, then = paths[:3], paths[2:]  # f2 ends the first unit and starts the next
     with readahead.ReadAhead(first) as ahead:
         ahead.extend(then)

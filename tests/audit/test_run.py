@@ -16,7 +16,7 @@ import alignprobe
 from alignprobe.audit import units as audit_units
 from alignprobe.audit import cluster as audit_cluster
 from alignprobe.cli.main import cli
-from audit_datasets import make_samples, write_dump, write_specforge, write_speculators
+from audit_datasets import make_samples, recorded_read_ahead, write_dump, write_specforge, write_speculators
 
 FAULTS = {"nan": [3], "zero": [5], "constant": [6], "norm": [7], "repeat": [8], "padding": [9], "rows": [10],
           "duplicate": [11], "template": list(range(12, 22)), "nomask": [21]}
@@ -290,16 +290,11 @@ def test_a_marked_dumps_placeholder_rows_are_not_counted_as_nan(tmp_path):
 def test_a_one_process_audit_reads_ahead_across_its_units(faulty, small_units, monkeypatch):
     """One read-ahead for every unit in turn (readahead.Window): each file read into the page cache
     once, in file order, by one ReadAhead; the result as when each unit reads ahead for itself."""
-    from alignprobe.audit import readahead
-
-    made, read = [], []
-    real_init, real_read = readahead.ReadAhead.__init__, readahead.read_through
-    monkeypatch.setattr(readahead.ReadAhead, "__init__", lambda self, paths: (made.append(len(paths)), real_init(self, paths))[1])
-    monkeypatch.setattr(readahead, "read_through", lambda path, buffer: (read.append(path), real_read(path, buffer))[1])
+    made, read = recorded_read_ahead(monkeypatch)
     path = faulty["specforge"]
     across = alignprobe.audit(path)
     files = [f for u in audit_units.plan_units(path) for f in u.files]
-    assert across.sources[0].units > 1 and made == [len(files)] and read == files
+    assert across.sources[0].units > 1 and [len(paths) for paths in made] == [len(files)] and read == files
     made.clear()
     per_unit = alignprobe.audit(path, threads=2)  # units scanned at once: each its own read-ahead
     assert len(made) == across.sources[0].units and comparable(per_unit) == comparable(across)

@@ -186,3 +186,16 @@ def write_speculators_prepared(root, samples):
     with open(os.path.join(root, "state.json"), "w") as fh:
         json.dump({"_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_fingerprint": "test"}, fh)
     return write_speculators(os.path.join(root, "hidden_states"), samples)
+
+
+def recorded_read_ahead(monkeypatch) -> tuple[list[list], list[str]]:
+    """(the paths each ReadAhead was made with, every path read_through read, in order): the audit's
+    read-ahead watched, its reads still done."""
+    from alignprobe.audit import readahead
+
+    made: list[list] = []
+    read: list[str] = []
+    real_init, real_read = readahead.ReadAhead.__init__, readahead.read_through
+    monkeypatch.setattr(readahead.ReadAhead, "__init__", lambda self, paths: (made.append(list(paths)), real_init(self, paths))[1])
+    monkeypatch.setattr(readahead, "read_through", lambda path, buffer: (read.append(path), real_read(path, buffer))[1])
+    return made, read
