@@ -226,6 +226,19 @@ class Explanation(Protocol):
         return Named(self.code, self.fix) if self.code else None
 
 
+class FromExpected(Explanation):
+    """An explanation of serve slice j as a transform of the train slice it is expected to be: ``fit``
+    takes that pair (:meth:`ExplainRows.expected_pair`, None where there is none) to ``fit_pair``."""
+
+    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
+        pair = rows.expected_pair(j)
+        return None if pair is None else self.fit_pair(rows, j, *pair)
+
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
+        """The fit of serve rows ``b`` (slice ``j``) as a transform of train rows ``a`` (slice ``key``)."""
+        ...
+
+
 SELECT_COLUMNS = 1024  # channels, at most, that a choice among candidates is made on
 
 
@@ -334,12 +347,12 @@ class ScoredRows(Protocol):
     tolerance: float
 
 
-def scored(name: str, complexity: int, rows: ScoredRows, predicted: np.ndarray | None, actual: np.ndarray | None,
+def scored(explanation: Explanation, rows: ScoredRows, predicted: np.ndarray | None, actual: np.ndarray | None,
            params: dict, summary: str, *, fit_mask: np.ndarray | None = None, tolerance: float | None = None,
            measured: tuple[float, float, float] | None = None) -> ExplanationFit:
-    """An ExplanationFit from predictions on every row: fitted on ``rows.fit`` (or ``fit_mask``, one
-    entry a prediction), scored on the rest (``measured``: their :func:`scores`, where already known;
-    ``predicted`` and ``actual`` are not read then)."""
+    """``explanation``'s ExplanationFit from predictions on every row: fitted on ``rows.fit`` (or
+    ``fit_mask``, one entry a prediction), scored on the rest (``measured``: their :func:`scores`, where
+    already known; ``predicted`` and ``actual`` are not read then)."""
     fit_mask = rows.fit if fit_mask is None else fit_mask
     held = ~fit_mask
     limit = rows.tolerance if tolerance is None else tolerance
@@ -348,8 +361,8 @@ def scored(name: str, complexity: int, rows: ScoredRows, predicted: np.ndarray |
         measured = scores(predicted, actual, fit_mask)
     held_rms, held_cosine, fit_rms = measured
     return ExplanationFit(
-        name=name,
-        complexity=complexity,
+        name=explanation.name,
+        complexity=explanation.complexity,
         fits=bool(np.isfinite(held_rms) and held_rms <= limit),
         held_out_rel_rms=held_rms,
         held_out_cosine=held_cosine,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, FromExpected, Key, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
 
 # tensor-parallel sizes tried (a block is H / t channels); the smallest that fits is named, since a
@@ -22,7 +22,7 @@ BLOCK_COUNTS = (2, 4, 8, 16, 32, 64)
 MIN_BLOCK = 4  # channels a block, at least: a finer "permutation" is a shuffle no gather makes
 
 
-class ChannelPermutation(Explanation):
+class ChannelPermutation(FromExpected):
     name = "channel_permutation"
     complexity = 5
     code = "channels_permuted"
@@ -33,11 +33,7 @@ class ChannelPermutation(Explanation):
            'which train block each serve block is). Gather the shards in rank order (or capture with tensor '
            'parallelism 1 to confirm).')
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None:
-            return None
-        key, a, b = pair
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         hidden = a.shape[1]
         fa, fb = a[rows.fit].astype(np.float64), b[rows.fit].astype(np.float64)
         best = None
@@ -55,7 +51,7 @@ class ChannelPermutation(Explanation):
             return None
         _, t, order, columns = best
         params = {"blocks": t, "block_width": hidden // t, "order": [int(k) for k in order], "hf_index": key[0]}
-        return scored(self.name, self.complexity, rows, a[:, columns], b, params,
+        return scored(self, rows, a[:, columns], b, params,
                       f"serve = train {rows.label(key)} with its channels in {t} blocks of {hidden // t}, gathered in "
                       f"the order {[int(k) for k in order]} (serve block i is train block order[i])")
 

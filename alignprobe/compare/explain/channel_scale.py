@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, Named, Naming, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, FromExpected, Key, Named, Naming, rel_rms, scored
 from alignprobe.compare.result import ExplanationFit
 from alignprobe.findings.severity import Severity
 
@@ -55,7 +55,7 @@ FINAL_NORM_FIX = ("The final state is on the other side of the final norm: vLLM 
                   "training with final_prenorm) or apply the norm.")
 
 
-class ChannelScale(Explanation):
+class ChannelScale(FromExpected):
     name = "channel_scale"
     complexity = 6
     code = "channel_scale"
@@ -71,11 +71,7 @@ class ChannelScale(Explanation):
             return Named("final_norm_mismatch", FINAL_NORM_FIX, severity=severity)
         return Named(self.code, self.fix)
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None:
-            return None
-        key, a, b = pair
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         if rows.fit.sum() < MIN_FIT_ROWS:
             return None  # too few rows to fit a weight per channel
         fit = rows.fit
@@ -89,7 +85,7 @@ class ChannelScale(Explanation):
                   "weight_min": float(w.min()), "weight_max": float(w.max()), "channels": int(w.size)}
         what = {"weight": "serve = w * train", "rmsnorm": "serve = RMSNorm(train) with weight w (or its inverse)",
                 "layernorm": "serve = LayerNorm(train) with weight w (mean-centred, per-token scale)"}[form]
-        return scored(self.name, self.complexity, rows, predicted, b, params,
+        return scored(self, rows, predicted, b, params,
                       f"{what}, {rows.label(key)}, w in [{w.min():.3g}, {w.max():.3g}] (mean {w.mean():.3g})")
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, Named, Naming, choice_columns, scored
+from alignprobe.compare.explain.base import ExplainRows, FromExpected, Key, Named, Naming, choice_columns, scored
 from alignprobe.compare.explain.foreign_rows import ForeignRows
 from alignprobe.compare.explain.row_shift import RowShift
 from alignprobe.compare.result import ExplanationFit
@@ -33,7 +33,7 @@ DISPLACED_FIX = (" Rows come in displaced blocks: an engine with chunked prefill
                  "a capture should place the rows it got at their positions and mark the sample short.")
 
 
-class DisplacedRows(Explanation):
+class DisplacedRows(FromExpected):
     name = "displaced_rows"
     complexity = 4
     tried_where_identity_fits = False
@@ -45,11 +45,7 @@ class DisplacedRows(Explanation):
         owner = RowShift if within else ForeignRows
         return Named(owner.code, owner.fix, notes=(Note("displaced_blocks", fix_after=DISPLACED_FIX),))
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None:
-            return None
-        key, a, b = pair
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         samples = np.unique(rows.sample)
         cols = choice_columns(a.shape[1])
         ca, cb = a[:, cols].astype(np.float64), b[:, cols].astype(np.float64)
@@ -158,7 +154,7 @@ class DisplacedRows(Explanation):
         if scored_held < max(16, MIN_SCORED_SHARE * int(rows.held_out.sum())):
             keep[:] = True
         params["boundary_rows_left_out"] = int((~keep).sum())
-        return scored(self.name, self.complexity, _Kept(rows, keep), predicted[keep], b[keep], params,
+        return scored(self, _Kept(rows, keep), predicted[keep], b[keep], params,
                       f"{len(moved)} of {len(source)} fit runs of 8 rows hold {what}, {rows.label(key)} "
                       "(a block displaced: chunked prefill, a prefix cache's rows)")
 

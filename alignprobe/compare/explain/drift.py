@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, RowFit, scored
+from alignprobe.compare.explain.base import ExplainRows, FromExpected, Key, RowFit, scored
 from alignprobe.compare.result import ExplanationFit
 
 EARLY = (1, 16)  # positions of the baseline, after the attention-sink token 0
@@ -40,20 +40,16 @@ FLIP_MAX_CLUSTERED = 0.5  # scattered: at most half of them next to another outl
 FLIP_MAX_PILED = 0.5  # at most half of the outliers at one position, or at their samples' first/last rows
 
 
-class Drift(Explanation):
+class Drift(FromExpected):
     name = "drift"
     complexity = 8
     judged = True
     predicts_as_identity = True
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None:
-            return None
-        key, a, b = pair
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         params = {"hf_index": key[0], **signature(rows, j)}
         named = ", ".join(params["signature"]) or "no signature"
-        return scored(self.name, self.complexity, rows, a, b, params,
+        return scored(self, rows, a, b, params,
                       f"serve = train {rows.label(key)} with numeric drift ({named})", tolerance=rows.drift_tolerance,
                       measured=rows.as_is(key, j))  # identity's prediction: its scores
 

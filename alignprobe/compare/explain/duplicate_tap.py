@@ -43,8 +43,7 @@ class DuplicateTap(Explanation):
         expected = rows.label(own) if own else "?"
         params = {"repeats_serve_slice": source, "train_slice_equal": rows.label(twin) if twin else "",
                   "missing": expected}
-        return scored(self.name, self.complexity, rows, rows.serve[:, source], b, params,
-                      f"serve slice {j} repeats serve slice {source}"
+        return scored(self, rows, rows.serve[:, source], b, params, f"serve slice {j} repeats serve slice {source}"
                       + (f" ({rows.label(twin)})" if twin else "") + f"; {expected} was never captured",
                       tolerance=EXACT)
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, scored
+from alignprobe.compare.explain.base import ExplainRows, FromExpected, Key, scored
 from alignprobe.compare.result import ExplanationFit
 
 MIN_ROWS = 8  # held-out rows from shorter samples, at least, for the score to mean anything
 
 
-class EndAlignedRows(Explanation):
+class EndAlignedRows(FromExpected):
     name = "end_aligned_rows"
     complexity = 3  # as row_shift: a shift per sample that nothing fitted chooses
     code = "row_shift"
@@ -27,11 +27,9 @@ class EndAlignedRows(Explanation):
     tried_where_identity_fits = False  # where identity fits, the rows are in place
     narrower_than = ("displaced_rows",)  # one shift a sample, which displaced_rows' runs would blur
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None or pair[0] not in rows.end_rows:
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
+        if key not in rows.end_rows:
             return None
-        key, a, b = pair
         end = rows.end_rows[key]
         has = np.isfinite(end).all(axis=1)
         if (has & rows.held_out).sum() < MIN_ROWS:
@@ -43,7 +41,7 @@ class EndAlignedRows(Explanation):
         offsets = {rows.sample_ids[s]: rows.end_offsets[s] for s in shorter}
         params = {"hf_index": key[0], "offsets": offsets, "samples_end_aligned": len(offsets),
                   "rows_end_aligned": int(has.sum())}
-        return scored(self.name, self.complexity, rows, predicted, b, params,
+        return scored(self, rows, predicted, b, params,
                       f"serve row i is train row i+d of the same sample ({rows.label(key)}), d the train sample's "
                       f"length minus the serve one's ({len(offsets)} samples, d from {min(offsets.values())} to "
                       f"{max(offsets.values())}): the serve rows are the sample's last ones, given its first tokens' ids")

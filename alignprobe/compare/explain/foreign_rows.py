@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, RowFit, choice_columns, row_sums, scored
-from alignprobe.compare.explain.row_shift import rows_at
+from alignprobe.compare.explain.base import ExplainRows, FromExpected, Key, RowFit, choice_columns, row_sums, scored
 from alignprobe.compare.result import ExplanationFit
 
 
-class ForeignRows(Explanation):
+class ForeignRows(FromExpected):
     name = "foreign_rows"
     complexity = 4
     code = "foreign_rows"
@@ -27,11 +26,7 @@ class ForeignRows(Explanation):
            'the batch order), returns stale rows of the previous request, or keeps padding rows of a padded '
            'batch. Capture one request at a time to confirm, then fix the request-to-row bookkeeping.')
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None:
-            return None
-        key, a, b = pair
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         samples = np.unique(rows.sample)
         if len(samples) < 2:
             return None
@@ -137,7 +132,7 @@ class ForeignRows(Explanation):
             what.append(f"{len(lost)} more whose source was not among the samples read")
         if padding is not None:
             what.append(f"{int(unexplained.sum())} rows match no train row but agree across samples (padding rows)")
-        return scored(self.name, self.complexity, rows, None, None, params, "; ".join(what),
+        return scored(self, rows, None, None, params, "; ".join(what),
                       fit_mask=rows.fit[keep], measured=guessed.subset(keep).scores(rows.fit[keep]))
 
     @staticmethod
@@ -219,6 +214,6 @@ def _source_rows(rows: ExplainRows, source_samples: list[int], flats: list[bool]
     position = np.broadcast_to(rows.position[mine], (len(source_samples), len(mine)))
     ends = np.array([lengths[int(t)] for t in source_samples])[:, None]
     past = np.asarray(flats)[:, None] & (position >= ends)
-    found = rows_at(rows, np.where(past, source + 1, source), np.where(past, position - ends, position))
+    found = rows.rows_at(np.where(past, source + 1, source), np.where(past, position - ends, position))
     return np.where(found >= 0, found, mine)
 

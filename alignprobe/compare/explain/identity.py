@@ -16,9 +16,8 @@ class Identity(Explanation):
         if key is None or key not in rows.train:
             return None
         label = rows.label(key)
-        return scored(self.name, self.complexity, rows, rows.train[key], rows.serve[:, j],
-                      {"hf_index": key[0], "label": label}, f"serve = train {label}, as expected",
-                      measured=rows.as_is(key, j))
+        return scored(self, rows, rows.train[key], rows.serve[:, j], {"hf_index": key[0], "label": label},
+                      f"serve = train {label}, as expected", measured=rows.as_is(key, j))
 
 
 EXPLANATION = Identity()

@@ -97,13 +97,11 @@ class IndexOffset(Explanation):
             fit_b = b[rows.fit, cols]
             best = min(others, key=lambda key: rel_rms(rows.train[key][rows.fit, cols], fit_b))
             measured = scored(
-                self.name, self.complexity, rows, rows.train[best], b,
+                self, rows, rows.train[best], b,
                 {"measured": rows.label(best), "measured_hf_index": best[0], "expected": rows.label(expected),
                  "offset": best[0] - expected[0], "basis": "measured"},
-                f"serve = train {rows.label(best)} where {rows.label(expected)} was expected "
-                f"(offset {best[0] - expected[0]:+d})",
-                measured=rows.as_is(best, j),  # the other slice taken unchanged
-            )
+                f"serve = train {rows.label(best)} where {rows.label(expected)} was expected (offset {best[0] - expected[0]:+d})",
+                measured=rows.as_is(best, j))  # the other slice taken unchanged
             if measured.fits:
                 return measured
             with_drift = self._with_drift(rows, measured, expected, j)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import LARGEST_FITTED, ExplainRows, Explanation, scored
+from alignprobe.compare.explain.base import LARGEST_FITTED, ExplainRows, FromExpected, Key, scored
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -33,7 +33,7 @@ READINGS = {"bfloat16 read as float16": bfloat16_read_as_float16,
             "float16 read as bfloat16": float16_read_as_bfloat16}
 
 
-class Reinterpreted(Explanation):
+class Reinterpreted(FromExpected):
     name = "reinterpreted"
     complexity = 3
     code = "dtype_misread"
@@ -42,11 +42,7 @@ class Reinterpreted(Explanation):
            "or the reverse): the capture took the engine's raw buffer in the dtype it expected. Read it in "
            "the dtype the engine ran in (the server's --dtype); the states themselves are right.")
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None:
-            return None
-        key, a, b = pair
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         best: tuple[float, str, np.ndarray] | None = None
         for reading, read in READINGS.items():
             # the bits are those of the values as stored, whatever power of two the rows were scaled by
@@ -61,7 +57,7 @@ class Reinterpreted(Explanation):
                 best = (fit_error, reading, predicted)
         assert best is not None  # READINGS is not empty
         _, reading, predicted = best
-        return scored(self.name, self.complexity, rows, predicted, b, {"reading": reading, "hf_index": key[0]},
+        return scored(self, rows, predicted, b, {"reading": reading, "hf_index": key[0]},
                       f"serve = train {rows.label(key)} with its {reading}")
 
 

@@ -27,8 +27,7 @@ class ResidualSplit(Explanation):
         split = {i: post[i] - post[i - 1] for i in options}
         fit_squares = rows.serve_squares(j)[rows.fit]
         best = min(options, key=lambda i: rel_rms(split[i][rows.fit], b[rows.fit], fit_squares))
-        return scored(self.name, self.complexity, rows, split[best], b,
-                      {"hf_index": best, "minus_hf_index": best - 1},
+        return scored(self, rows, split[best], b, {"hf_index": best, "minus_hf_index": best - 1},
                       f"serve = HF[{best}] - HF[{best - 1}]: layer {best - 1}'s output without the residual")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, rel_rms, scored
+from alignprobe.compare.explain.base import ExplainRows, FromExpected, Key, rel_rms, scored
 from alignprobe.compare.explain.span_rotation import SpanMap
 from alignprobe.compare.result import ExplanationFit
 
@@ -19,7 +19,7 @@ MIN_SPAN_ROWS = 16  # fit rows and held-out rows, each, for the span test to mea
 ISOMETRY_DEFECT = 0.5
 
 
-class Rotation(Explanation):
+class Rotation(FromExpected):
     name = "rotation"
     complexity = 7
     code = "rotated"
@@ -28,11 +28,7 @@ class Rotation(Explanation):
     fix = ('The serve states are a rotation of the training ones (QuaRot / SpinQuant rotations folded into '
            "one side's weights): capture training from the rotated model, or un-rotate before the drafter.")
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None:
-            return None
-        key, a, b = pair
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         hidden = a.shape[1]
         if rows.fit.sum() >= 2 * hidden:
             return self._procrustes(rows, key, a, b)
@@ -49,7 +45,7 @@ class Rotation(Explanation):
         distance = float(np.linalg.norm(rotation - np.eye(hidden)) / np.sqrt(2 * hidden))
         params = {"method": "procrustes", "hf_index": key[0], "scale": scale, "distance_from_identity": distance,
                   "determinant_sign": int(np.sign(np.linalg.det(rotation))), "fit_rows": int(rows.fit.sum())}
-        out = scored(self.name, self.complexity, rows, scale * (a @ rotation), b, params,
+        out = scored(self, rows, scale * (a @ rotation), b, params,
                      f"serve = train {rows.label(key)} rotated by an orthogonal {hidden}x{hidden} matrix "
                      f"(distance from identity {distance:.2f}, scale {scale:.3g})")
         # The same isometry test as on the span (condition (3) of _on_span): with 2H rows or more
@@ -97,7 +93,7 @@ class Rotation(Explanation):
         params = {"method": "span", "hf_index": key[0], "scale": span.scale, "distance_from_identity": distance,
                   "span_rank": span.rank, "span_energy": energy, "identity_rel_rms": identity,
                   "drift_of_that_size_scores": null, "fit_rows": int(fit.sum())}
-        out = scored(self.name, self.complexity, rows, predicted, b, params,
+        out = scored(self, rows, predicted, b, params,
                      f"serve = train {rows.label(key)} rotated (tested on the span of {int(fit.sum())} fit rows, "
                      f"rank {span.rank}: distance from identity {distance:.2f}, scale {span.scale:.3g})")
         # (3) the map on the span is an isometry: a rotation sends the orthonormal train directions to

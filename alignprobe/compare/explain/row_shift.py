@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, RowFit, choice_columns, rel_rms, row_sums, scored
+from alignprobe.compare.explain.base import (ExplainRows, FromExpected, Key, RowFit, choice_columns, rel_rms, row_sums,
+                                             scored)
 from alignprobe.compare.result import ExplanationFit
 
 MAX_SHIFT = 8
 
 
-def rows_at(rows: ExplainRows, sample: np.ndarray, position: np.ndarray) -> np.ndarray:
-    """The row index of (sample, position) for each pair, -1 where that row was not read."""
-    return rows.rows_at(sample, position)
-
-
-class RowShift(Explanation):
+class RowShift(FromExpected):
     name = "row_shift"
     complexity = 3
     code = "row_shift"
@@ -25,17 +21,13 @@ class RowShift(Explanation):
            'capture slices the prefill output (a dropped BOS row, an off-by-one in the extend offsets, '
            'chunked prefill).')
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None:
-            return None
-        key, a, b = pair
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         cols = choice_columns(a.shape[1])
         ca, cb = a[:, cols], b[:, cols]
         cb_squares = row_sums(cb)  # every shift predicts some of these rows
         best = None
         for shift in (k for k in range(-MAX_SHIFT, MAX_SHIFT + 1) if k):
-            source = rows_at(rows, rows.sample, rows.position + shift)
+            source = rows.rows_at(rows.sample, rows.position + shift)
             usable = (source >= 0) & rows.fit
             if usable.sum() < 8:
                 continue
@@ -57,7 +49,7 @@ class RowShift(Explanation):
         shifted = RowFit(error=error, actual=rows.serve_squares(j)[usable], predicted=rows.train_squares(key)[taken],
                          dot=dot)
         params = {"shift": shift, "hf_index": key[0], "rows_usable": int(usable.sum())}
-        return scored(self.name, self.complexity, rows, None, None, params,
+        return scored(self, rows, None, None, params,
                       f"serve row i is train row i{shift:+d} of the same sample ({rows.label(key)}), tokens identical",
                       fit_mask=rows.fit[usable], measured=shifted.scores(rows.fit[usable]))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, scored
+from alignprobe.compare.explain.base import ExplainRows, FromExpected, Key, scored
 from alignprobe.compare.result import ExplanationFit
 
 # Values at the largest magnitude (within AT_LIMIT of it), at least this many and this share of the fit
@@ -22,7 +22,7 @@ MIN_AT_LIMIT_FRACTION = 1e-3
 AT_LIMIT = 1e-3
 
 
-class Saturated(Explanation):
+class Saturated(FromExpected):
     name = "saturated"
     complexity = 5
     code = "saturated"
@@ -31,11 +31,7 @@ class Saturated(Explanation):
            "states. Store them with a per-tensor or per-row scale (as speculators' FP8 connector writes "
            'hidden_states_scales), or in bfloat16.')
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None:
-            return None
-        key, a, b = pair
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         magnitude = np.abs(b[rows.fit])
         limit = float(magnitude.max()) if magnitude.size else 0.0
         if not limit > 0:
@@ -47,7 +43,7 @@ class Saturated(Explanation):
         stored_limit = limit / rows.value_scale  # the limit in the dump's values, not the fitted rows'
         params = {"limit": stored_limit, "values_at_limit": at_limit, "fit_values": int(magnitude.size),
                   "train_values_beyond": beyond, "hf_index": key[0]}
-        return scored(self.name, self.complexity, rows, np.clip(a, -limit, limit), b, params,
+        return scored(self, rows, np.clip(a, -limit, limit), b, params,
                       f"serve = train {rows.label(key)} clipped at +-{stored_limit:.4g} ({at_limit} fit values at the limit, "
                       f"{beyond:.2%} of train values beyond it)")
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, scored
+from alignprobe.compare.explain.base import ExplainRows, FromExpected, Key, scored
 from alignprobe.compare.result import ExplanationFit
 
 
@@ -20,7 +20,7 @@ def known_factor(factor: float, hidden_size: int) -> str:
     return ""
 
 
-class ScalarScale(Explanation):
+class ScalarScale(FromExpected):
     name = "scalar_scale"
     complexity = 5
     code = "scale_mismatch"
@@ -30,18 +30,13 @@ class ScalarScale(Explanation):
     fix = ('A scale applied on one side only: an embedding multiplied by sqrt(H), a residual multiplier, a '
            'dequantization scale left out. Find where one side multiplies.')
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        if pair is None:
-            return None
-        key, a, b = pair
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         den = float(np.sum(a[rows.fit] ** 2))
         if den <= 0:
             return None
         factor = float(np.sum(a[rows.fit] * b[rows.fit]) / den)  # least squares on the fit rows
         named = known_factor(factor, a.shape[1])
-        return scored(self.name, self.complexity, rows, factor * a, b,
-                      {"factor": factor, "known_as": named, "hf_index": key[0]},
+        return scored(self, rows, factor * a, b, {"factor": factor, "known_as": named, "hf_index": key[0]},
                       f"serve = {factor:.4g} x train {rows.label(key)}" + (f" ({named})" if named else ""))
 
 
