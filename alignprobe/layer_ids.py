@@ -30,7 +30,7 @@ import os
 from typing import Any, Sequence
 
 from alignprobe.errors import BadInput
-from alignprobe.safe_json import load_json_file
+from alignprobe.safe_json import read_config
 
 KEY = "eagle_aux_hidden_state_layer_ids"
 # the first one present wins (vLLM's order), with what is added to reach vLLM numbering (id k = HF[k])
@@ -82,7 +82,7 @@ def layer_ids_in_config(config: dict, origin: str) -> tuple[list[int] | None, st
 
 def layer_ids_from_config(path: str | os.PathLike) -> tuple[list[int], str]:
     """``(ids, key)`` from a drafter config JSON (or a folder holding config.json): non-empty, non-negative."""
-    ids, where = layer_ids_in_config(_read_json(path), os.fspath(path))
+    ids, where = layer_ids_in_config(read_config(path), os.fspath(path))
     if ids is None:
         raise BadInput(f"{path}: no {KEY}, eagle_config.{KEY} or dflash_config.target_layer_ids; give the ids with --layer-ids instead")
     if not ids or min(ids) < 0:
@@ -92,7 +92,7 @@ def layer_ids_from_config(path: str | os.PathLike) -> tuple[list[int], str]:
 
 def num_layers_from_config(path: str | os.PathLike) -> int:
     """N of the target model, from its config.json (or the model folder)."""
-    raw = _read_json(path)
+    raw = read_config(path)
     for section in (raw.get("text_config"), raw):
         if isinstance(section, dict) and isinstance(section.get("num_hidden_layers"), int):
             return int(section["num_hidden_layers"])
@@ -111,13 +111,3 @@ def infer_num_layers(system: str, ids: Sequence[int] | None, slices: int) -> tup
         if ids == [1, n // 2 - 1, n - 4]:
             return n, f"took N = {n}: the ids are SpecForge's default [1, N//2-1, N-4] for that N"
     return None, ""
-
-
-def _read_json(path: str | os.PathLike) -> dict:
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        path = os.path.join(path, "config.json")
-    raw = load_json_file(path, "config file")
-    if not isinstance(raw, dict):
-        raise BadInput(f"{path}: a config is a JSON object, got {type(raw).__name__}")
-    return raw

@@ -55,6 +55,38 @@ def load_json_file(path: str, what: str = "JSON file") -> Any:
     return loads_json(read_input_bytes(path, what), path)
 
 
+# A model's or a drafter's config.json, read by load_json_file as a JSON object: required (a bad one is
+# one line, worded for its reader) or, where it only helps (an engine's model folder), None if absent.
+
+def read_config(path: str | os.PathLike, what: str = "config file", noun: str = "a config") -> dict[str, Any]:
+    """``path``'s config.json (``path``: a folder holding it, or the file)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    config = load_json_file(path, what)
+    if not isinstance(config, dict):
+        raise BadInput(f"{path}: {noun} is a JSON object, got {type(config).__name__}")
+    return config
+
+
+def flag_config(path: str, flag: str, folder: str) -> dict[str, Any]:
+    """The config.json of the ``folder`` (what kind of model folder) given as ``flag``, refused naming the flag."""
+    name = os.path.join(path, "config.json")
+    if not os.path.isfile(name):
+        raise BadInput(f"{flag} {path}: no config.json there (give the {folder} folder)")
+    config = load_json_file(name, f"{flag} config.json")
+    if not isinstance(config, dict):
+        raise BadInput(f"{flag} {name}: not a JSON object")
+    return config
+
+
+def local_config(path: str) -> dict[str, Any] | None:
+    """``path/config.json`` where ``path`` is a local model folder holding one (never the network), if a JSON object."""
+    name = os.path.join(path, "config.json")
+    config = load_json_file(name, "config.json") if path and os.path.isfile(name) else None
+    return config if isinstance(config, dict) else None
+
+
 def replaceable_by_json(path: str) -> bool:
     """True when ``path`` may receive a JSON record written without the command's own checks (the
     error object of a run that stopped early): a new file in an existing folder, or a JSON object

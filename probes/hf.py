@@ -382,12 +382,10 @@ def _check_layer_count(path: str) -> None:
     """num_hidden_layers read before transformers builds the model: 100000 (a typo, a damaged config)
     had it build layers for minutes with no end in sight, and -1 surfaced as an aux-layer error."""
     from alignprobe.dump.schema import MAX_NUM_LAYERS
-    from alignprobe.safe_json import load_json_file
+    from alignprobe.safe_json import read_config
 
     config_path = os.path.join(path, "config.json")
-    config = load_json_file(config_path, "model config.json")
-    if not isinstance(config, dict):
-        raise BadInput(f"{config_path}: a model config is a JSON object, got {type(config).__name__}")
+    config = read_config(path, "model config.json", "a model config")
     for section, where in ((config, ""), (config.get("text_config"), "text_config.")):
         if not isinstance(section, dict) or "num_hidden_layers" not in section:
             continue

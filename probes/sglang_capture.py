@@ -34,6 +34,7 @@ import numpy as np
 from alignprobe.probes.progress import progress_bar
 from alignprobe.dump import DumpWriter, Provenance
 from alignprobe.errors import BadInput
+from alignprobe.safe_json import local_config
 from alignprobe.probes.dump_prompts import prompts_from_dump
 from alignprobe.probes.prompts import Prompt, load_prompts
 from alignprobe.probes.returned_rows import placed_rows, usable
@@ -45,7 +46,6 @@ from alignprobe.probes.sglang_facts import (
     claim_for_width,
     draft_aux_layer_ids,
     model_facts_from_config,
-    read_config_json,
 )
 
 ENGINE = "sglang"
@@ -332,7 +332,7 @@ def _layer_ids(given: Sequence[int] | None, facts: ServerFacts) -> tuple[list[in
 
 def _model_facts(facts: ServerFacts, source: PromptSource, num_layers, hidden_size, arch) -> ModelFacts:
     from_config = None
-    config = read_config_json(facts.model_path)
+    config = local_config(facts.model_path)
     if config is not None:
         from_config = model_facts_from_config(config, f"{facts.model_path}/config.json")
     n = num_layers or (from_config.num_layers if from_config else None) or source.num_layers

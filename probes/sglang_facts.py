@@ -18,13 +18,13 @@ they are the post-norm final state, H wide. The aux ids are the server's own ``-
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Sequence
 
 from alignprobe.conventions import map_layer_ids
 from alignprobe.dump.schema import FINAL_NORM_POST, ROLE_DRAFTER_INPUT, StreamClaim
 from alignprobe.conventions import SGLANG_FLAGS_FULL_ROWS
 from alignprobe.errors import BadInput
+from alignprobe.safe_json import local_config
 
 AUX_ALGORITHMS = ("EAGLE3", "DFLASH", "DSPARK")
 FLAG_HIDDEN_STATES = "--enable-return-hidden-states (or --return-hidden-states-mode full)"
@@ -115,19 +115,6 @@ class ModelFacts:
     source: str = ""
 
 
-def read_config_json(path: str) -> dict[str, Any] | None:
-    """``path/config.json`` when ``path`` is a local model folder, else None (never the network)."""
-    if not path or not os.path.isdir(path):
-        return None
-    config = os.path.join(path, "config.json")
-    if not os.path.isfile(config):
-        return None
-    from alignprobe.safe_json import load_json_file
-
-    value = load_json_file(config, "config.json")
-    return value if isinstance(value, dict) else None
-
-
 def model_facts_from_config(config: dict[str, Any], source: str) -> ModelFacts | None:
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     try:
@@ -140,7 +127,7 @@ def model_facts_from_config(config: dict[str, Any], source: str) -> ModelFacts |
 
 def draft_aux_layer_ids(draft_model_path: str) -> list[int] | None:
     """``eagle_config.eagle_aux_hidden_state_layer_ids`` of a local draft model, as SGLang's model_runner reads it."""
-    config = read_config_json(draft_model_path)
+    config = local_config(draft_model_path)
     if config is None:
         return None
     eagle = config.get("eagle_config")

@@ -28,7 +28,7 @@ from alignprobe.probes.engine_side import VLLM_DRIVER
 # the engine-side driver imports vLLM only inside run(): its config builders are shared from here
 from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_config, transfer_config
 from alignprobe.probes.http_request import broken_off, checked_url, whole_request
-from alignprobe.safe_json import load_json_file, loads_json
+from alignprobe.safe_json import loads_json, local_config
 from alignprobe.probes.prompts import Prompt
 from alignprobe.importers.vllm_connector import is_locked
 
@@ -168,10 +168,10 @@ def _checkpoint_dtype(model_path: str) -> str:
     """The dtype the checkpoint's config.json names, "" when unknown: no readable config (missing,
     not a file, deep nesting, NaN...: the one safe reader's refusals), no such key, or another value."""
     try:
-        config = load_json_file(os.path.join(model_path, "config.json"), "model config.json")
+        config = local_config(model_path)
     except BadInput:
         return ""
-    value = (config.get("torch_dtype") or config.get("dtype") or "") if isinstance(config, dict) else ""
+    value = (config.get("torch_dtype") or config.get("dtype") or "") if config is not None else ""
     return value if isinstance(value, str) and value in ("float32", "bfloat16", "float16") else ""
 
 

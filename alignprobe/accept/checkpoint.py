@@ -22,7 +22,7 @@ from typing import Any
 from alignprobe.accept.checkpoint_sizes import check_layer_sizes, check_weight_shapes, positive_float, positive_int, table
 from alignprobe.errors import BadInput
 from alignprobe.layer_ids import layer_ids_in_config
-from alignprobe.safe_json import load_json_file
+from alignprobe.safe_json import flag_config
 
 LAYOUT_SPECFORGE = "specforge"
 LAYOUT_SPECULATORS = "speculators"
@@ -68,12 +68,7 @@ class DrafterCheckpoint:
 def load_drafter(path: str | os.PathLike) -> DrafterCheckpoint:
     """Read ``config.json`` and the safetensors (or ``pytorch_model.bin``) of a drafter folder."""
     path = os.fspath(path)
-    config_path = os.path.join(path, "config.json")
-    if not os.path.isfile(config_path):
-        raise BadInput(f"--drafter {path}: no config.json there (give the drafter checkpoint folder)")
-    config = load_json_file(config_path, "--drafter config.json")  # the one safe reader (depth, NaN, huge ints)
-    if not isinstance(config, dict):
-        raise BadInput(f"--drafter {config_path}: not a JSON object")
+    config = flag_config(path, "--drafter", "drafter checkpoint")
     raw = _read_weights(path)
     if config.get("speculators_model_type") == "eagle3" or any(k.startswith("layers.0.") for k in raw):
         return _speculators(path, config, raw)

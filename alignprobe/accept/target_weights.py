@@ -12,7 +12,7 @@ import json
 import os
 
 from alignprobe.errors import BadInput
-from alignprobe.safe_json import load_json_file
+from alignprobe.safe_json import flag_config
 
 EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight", "model.language_model.embed_tokens.weight")
 LM_HEAD_NAMES = ("lm_head.weight", "model.lm_head.weight", "language_model.lm_head.weight")
@@ -51,12 +51,7 @@ def read_target_weights(path: str | os.PathLike) -> TargetWeights:
 
 
 def _config(path: str) -> dict:
-    name = os.path.join(path, "config.json")
-    if not os.path.isfile(name):
-        raise BadInput(f"--target {path}: no config.json there (give the target model folder)")
-    config = load_json_file(name, "--target config.json")  # the one safe reader (depth, NaN, huge ints)
-    if not isinstance(config, dict):
-        raise BadInput(f"--target {name}: not a JSON object")
+    config = flag_config(path, "--target", "target model")
     # Multimodal wrappers keep the language model's sizes one level down.
     return config.get("text_config") or config
 
