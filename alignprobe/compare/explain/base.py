@@ -89,15 +89,6 @@ class ExplainRows:
         out[inside] = table[sample[inside], position[inside]]
         return out
 
-    def expected_pair(self, j: int) -> tuple[Key, np.ndarray, np.ndarray] | None:
-        """(key, train rows, serve rows) of serve slice ``j`` and the train slice it is expected to be,
-        or None where that slice is unknown or not among the rows read: what every explanation that
-        transforms the expected slice starts from."""
-        key = self.expected[j]
-        if key is None or key not in self.train:
-            return None
-        return key, self.train[key], self.serve[:, j]
-
     def serve_squares(self, j: int) -> np.ndarray:
         """Each row's squared norm of serve slice ``j`` (:func:`row_sums`), measured once."""
         return self._cached("_serve_squares", j, lambda: row_sums(self.serve[:, j]))
@@ -228,11 +219,13 @@ class Explanation(Protocol):
 
 class FromExpected(Explanation):
     """An explanation of serve slice j as a transform of the train slice it is expected to be: ``fit``
-    takes that pair (:meth:`ExplainRows.expected_pair`, None where there is none) to ``fit_pair``."""
+    gives both to ``fit_pair``, and None where that slice is unknown or not among the rows read."""
 
     def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        pair = rows.expected_pair(j)
-        return None if pair is None else self.fit_pair(rows, j, *pair)
+        key = rows.expected[j]
+        if key is None or key not in rows.train:
+            return None
+        return self.fit_pair(rows, j, key, rows.train[key], rows.serve[:, j])
 
     def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         """The fit of serve rows ``b`` (slice ``j``) as a transform of train rows ``a`` (slice ``key``)."""

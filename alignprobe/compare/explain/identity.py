@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from alignprobe.compare.explain.base import ExplainRows, Explanation, scored
+import numpy as np
+
+from alignprobe.compare.explain.base import ExplainRows, FromExpected, Key, scored
 from alignprobe.compare.result import ExplanationFit
 
 
-class Identity(Explanation):
+class Identity(FromExpected):
     name = "identity"
     complexity = 0
     judged = True
 
-    def fit(self, rows: ExplainRows, j: int) -> ExplanationFit | None:
-        key = rows.expected[j]
-        if key is None or key not in rows.train:
-            return None
+    def fit_pair(self, rows: ExplainRows, j: int, key: Key, a: np.ndarray, b: np.ndarray) -> ExplanationFit | None:
         label = rows.label(key)
-        return scored(self, rows, rows.train[key], rows.serve[:, j], {"hf_index": key[0], "label": label},
+        return scored(self, rows, a, b, {"hf_index": key[0], "label": label},
                       f"serve = train {label}, as expected", measured=rows.as_is(key, j))
 
 
