@@ -52,11 +52,6 @@ class DisplacedRows(FromExpected):
         na, nb = np.sum(ca * ca, axis=1), np.sum(cb * cb, axis=1)
         run = _runs(rows)
         members = {int(t): np.flatnonzero(rows.sample == t) for t in samples}
-        lookup = {}  # sample -> position -> row (-1 where not read)
-        for t, theirs in members.items():
-            table = np.full(int(rows.position[theirs].max()) + 1, -1, dtype=np.int64)
-            table[rows.position[theirs]] = theirs
-            lookup[t] = table
         source: dict[int, tuple[int, int, float]] = {}  # fit run -> (source sample, offset, error)
         for s, mine in members.items():
             fit_rows = mine[rows.fit[mine]]
@@ -65,7 +60,7 @@ class DisplacedRows(FromExpected):
             for t, theirs in members.items():
                 # squared distance of each fit row of s to every read row of t, on the choice columns
                 d = nb[fit_rows][:, None] + na[theirs][None, :] - 2.0 * (cb[fit_rows] @ ca[theirs].T)
-                column = np.full(len(lookup[t]), -1, dtype=np.int64)
+                column = np.full(int(rows.position[theirs].max()) + 1, -1, dtype=np.int64)
                 column[rows.position[theirs]] = np.arange(len(theirs))
                 for r in np.unique(run[fit_rows]):
                     here = np.flatnonzero(run[fit_rows] == r)
@@ -121,10 +116,7 @@ class DisplacedRows(FromExpected):
                     keep[where] = False
                     continue
             t, o = chosen
-            at = rows.position[where] + o
-            ok = (at >= 0) & (at < len(lookup[t]))
-            src = np.full(len(where), -1, dtype=np.int64)
-            src[ok] = lookup[t][at[ok]]
+            src = rows.rows_at(np.full(len(where), t), rows.position[where] + o)
             hit = src >= 0
             predicted[where[hit]] = a[src[hit]]
             # Rows whose source position lies outside the source sample (or was not read) have no guess:
