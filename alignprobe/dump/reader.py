@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, TypeVar
 
 import h5py
 import numpy as np
@@ -47,7 +47,63 @@ class Block:
     states: np.ndarray  # float32 [n, width]
 
 
-class Dump(SampleIndex):
+_Reader = TypeVar("_Reader", bound="StreamReads")
+
+
+class StreamReads(SampleIndex):
+    """The reads every dump-like reader (this HDF5 dump, a foreign folder read in place) derives from
+    its streams' claims and encodings and its own ``read_raw`` and ``close``: written once, so the
+    readers cannot disagree on them."""
+
+    streams: dict[str, StreamClaim]
+    _encodings: dict[str, str]
+
+    def read_raw(self, stream: str, start: int, stop: int, columns: slice | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def encoding(self, stream: str) -> str:
+        self._claim(stream)
+        return self._encodings[stream]
+
+    def read(self, stream: str, start: int, stop: int, columns: slice | None = None) -> np.ndarray:
+        """Flat tokens ``[start, stop)`` of a stream, widened to float32 (exactly)."""
+        return from_storage(self.read_raw(stream, start, stop, columns), self._encodings[stream])
+
+    def states(self, sample: int | str, stream: str) -> np.ndarray:
+        """All states of one sample, float32 ``[length, width]`` (random access)."""
+        start, stop = self.span(sample)
+        return self.read(stream, start, stop)
+
+    def block_tokens(self, stream: str, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
+        """How many tokens of ``stream`` fit in ``block_bytes`` once widened to float32."""
+        return max(1, block_bytes // (4 * self._claim(stream).width))
+
+    def iter_blocks(self, stream: str, samples: Sequence[int] | None = None,
+                    max_tokens: int | None = None) -> Iterator[Block]:
+        """Yield the states of ``samples`` (default: all, in order) as blocks of at most ``max_tokens``."""
+        max_tokens = max_tokens or self.block_tokens(stream)
+        for i in range(self.num_samples) if samples is None else samples:
+            start, stop = self.span(i)
+            for s in range(start, stop, max_tokens):
+                yield Block(i, self.sample_ids[i], s - start, self.read(stream, s, min(stop, s + max_tokens)))
+
+    def _claim(self, stream: str) -> StreamClaim:
+        try:
+            return self.streams[stream]
+        except KeyError:
+            raise BadInput(f"{self.path}: no stream {stream!r} (it has: {', '.join(self.streams)})") from None
+
+    def __enter__(self: _Reader) -> _Reader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Dump(StreamReads):
     """An open dump. Use as a context manager, or call :meth:`close`."""
 
     cheap_random_reads = True  # chunks of ~1 MiB (layout.py)
@@ -198,20 +254,12 @@ class Dump(SampleIndex):
         """Token ids of all samples back to back ``[num_tokens]``."""
         return self._guarded(lambda: self._tokens[()])
 
-    def encoding(self, stream: str) -> str:
-        self._claim(stream)
-        return self._encodings[stream]
-
     def dataset(self, stream: str) -> h5py.Dataset:
         """The raw HDF5 dataset of a stream (stored encoding: bfloat16 is uint16 bits)."""
         self._claim(stream)
         return self._datasets[stream]
 
     # -- states ----------------------------------------------------------------------------------
-
-    def read(self, stream: str, start: int, stop: int, columns: slice | None = None) -> np.ndarray:
-        """Flat tokens ``[start, stop)`` of a stream, widened to float32 (exactly)."""
-        return from_storage(self.read_raw(stream, start, stop, columns), self._encodings[stream])
 
     def read_raw(self, stream: str, start: int, stop: int, columns: slice | None = None) -> np.ndarray:
         """As :meth:`read`, in the stored encoding (:meth:`encoding`: bfloat16 as uint16 bits)."""
@@ -236,36 +284,7 @@ class Dump(SampleIndex):
                 self._direct[stream] = DirectRows.of(self._fd, self._datasets[stream]) if same else None
             return self._direct[stream]
 
-    def states(self, sample: int | str, stream: str) -> np.ndarray:
-        """All states of one sample, float32 ``[length, width]`` (random access)."""
-        start, stop = self.span(sample)
-        return self.read(stream, start, stop)
-
-    def block_tokens(self, stream: str, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
-        """How many tokens of ``stream`` fit in ``block_bytes`` once widened to float32."""
-        return max(1, block_bytes // (4 * self._claim(stream).width))
-
-    def iter_blocks(
-        self,
-        stream: str,
-        samples: Sequence[int] | None = None,
-        max_tokens: int | None = None,
-    ) -> Iterator[Block]:
-        """Yield the states of ``samples`` (default: all, in order) as blocks of at most ``max_tokens``."""
-        max_tokens = max_tokens or self.block_tokens(stream)
-        for i in range(self.num_samples) if samples is None else samples:
-            start, stop = self.span(i)
-            for s in range(start, stop, max_tokens):
-                e = min(stop, s + max_tokens)
-                yield Block(i, self.sample_ids[i], s - start, self.read(stream, s, e))
-
     # -- plumbing --------------------------------------------------------------------------------
-
-    def _claim(self, stream: str) -> StreamClaim:
-        try:
-            return self.streams[stream]
-        except KeyError:
-            raise BadInput(f"{self.path}: no stream {stream!r} (it has: {', '.join(self.streams)})") from None
 
     def _guarded(self, read):
         try:
@@ -279,12 +298,6 @@ class Dump(SampleIndex):
             os.close(self._fd)
             self._fd = None
         self._direct.clear()
-
-    def __enter__(self) -> "Dump":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         streams = ", ".join(f"{n}[{c.width}]" for n, c in self.streams.items())

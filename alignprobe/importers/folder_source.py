@@ -34,13 +34,12 @@ import concurrent.futures
 import dataclasses
 import os
 import threading
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from alignprobe.dump.encoding import STORAGE_DTYPE, TORCH_DTYPE, encoding_of, from_storage, to_storage
-from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES, Block
-from alignprobe.dump.sample_index import SampleIndex
+from alignprobe.dump.encoding import STORAGE_DTYPE, TORCH_DTYPE, encoding_of, to_storage
+from alignprobe.dump.reader import StreamReads
 from alignprobe.dump.schema import StreamClaim
 from alignprobe.errors import BadInput, first_line
 from alignprobe.importers.decoded_files import DecodedFiles
@@ -70,7 +69,7 @@ class StreamShape:
     chunks: None = None
 
 
-class FolderSource(SampleIndex):
+class FolderSource(StreamReads):
     """A foreign folder with a Dump's reading interface (claims, sample ids, token ids, ``read``)."""
 
     def __init__(
@@ -120,20 +119,12 @@ class FolderSource(SampleIndex):
     def token_ids_flat(self) -> np.ndarray:
         return self._tokens.copy()
 
-    def encoding(self, stream: str) -> str:
-        self._claim(stream)
-        return self._encodings[stream]
-
     def dataset(self, stream: str) -> StreamShape:
         """The stream's shape and stored dtype (there is no HDF5 dataset behind it)."""
         claim = self._claim(stream)
         return StreamShape((self.num_tokens, claim.width), np.dtype(STORAGE_DTYPE[claim.dtype]))
 
     # -- states ----------------------------------------------------------------------------------
-
-    def read(self, stream: str, start: int, stop: int, columns: slice | None = None) -> np.ndarray:
-        """Flat tokens ``[start, stop)`` of a stream, widened to float32 (exactly)."""
-        return from_storage(self.read_raw(stream, start, stop, columns), self._encodings[stream])
 
     def read_raw(self, stream: str, start: int, stop: int, columns: slice | None = None) -> np.ndarray:
         """As :meth:`read`, in the stored encoding (bfloat16 as uint16 bits): a new array, one copy."""
@@ -154,21 +145,6 @@ class FolderSource(SampleIndex):
             np.copyto(out[row - start : end - start], piece[:, columns])
             row = end
         return out
-
-    def states(self, sample: int | str, stream: str) -> np.ndarray:
-        start, stop = self.span(sample)
-        return self.read(stream, start, stop)
-
-    def block_tokens(self, stream: str, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
-        return max(1, block_bytes // (4 * self._claim(stream).width))
-
-    def iter_blocks(self, stream: str, samples: Sequence[int] | None = None,
-                    max_tokens: int | None = None) -> Iterator[Block]:
-        max_tokens = max_tokens or self.block_tokens(stream)
-        for i in range(self.num_samples) if samples is None else samples:
-            start, stop = self.span(i)
-            for s in range(start, stop, max_tokens):
-                yield Block(i, self.sample_ids[i], s - start, self.read(stream, s, min(stop, s + max_tokens)))
 
     def held_files(self) -> int:
         """Files whose states are held now: mapped checkpoints and decoded files (the memory bound)."""
@@ -294,23 +270,11 @@ class FolderSource(SampleIndex):
             out[name] = to_storage(states, self.streams[name].dtype)  # a view of the tensor, no copy
         return out
 
-    def _claim(self, stream: str) -> StreamClaim:
-        try:
-            return self.streams[stream]
-        except KeyError:
-            raise BadInput(f"{self.path}: no stream {stream!r} (it has: {', '.join(self.streams)})") from None
-
     def close(self) -> None:
         self._warmer.shutdown(wait=True, cancel_futures=True)
         self._cache.close()
         with self._mapped_lock:
             self._mapped.clear()
-
-    def __enter__(self) -> "FolderSource":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         streams = ", ".join(f"{n}[{c.width}]" for n, c in self.streams.items())
