@@ -134,17 +134,17 @@ def row_terms(a: np.ndarray, b: np.ndarray) -> RowTerms:
 def row_dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Per-row dot products as float64.
 
-    A batched matmul (BLAS, float32 with blocked accumulation: about 1e-7 relative error) is three
-    times faster than a float64 einsum, and every term summed here is a product of one row: the
+    A float32 einsum (numpy's SIMD loop, float32 partial sums: below 1e-6 relative error at H = 7168)
+    is three times faster than a float64 one, and every term summed here is a product of one row: the
     result only feeds ratios, never a difference of two large sums.
 
-    On the H200 host's 16 cores these products stop scaling at about 3.3 GB/s of bf16 pairs over 4-16
-    threads (np.vecdot gives the same products and the same curve; a float32 einsum scaled to 9.7 GB/s
-    alone, but made the whole pass at most 8% faster, 1 GB warm, while loosening the sums to 1.5e-6):
-    benchmarks/results/issue24_h200.txt.
+    Not BLAS: numpy holds the GIL through a batched matmul's (or np.vecdot's) per-row BLAS calls. On
+    the H200 host's 16 cores those stopped at 11-13 GB/s of bf16 rows over 1-16 threads, where this
+    einsum went from 9.6 to 37 GB/s, and compare ran 1.1-1.4x faster at 1 and 8 GB, cold and warm
+    (verdicts the same; cosine_mean / rel_rms within 1.5e-6): benchmarks/results/issue24_h200.txt.
     """
     with np.errstate(over="ignore", invalid="ignore"):  # overflowed rows are found and redone
-        return np.matmul(x[:, None, :], y[:, :, None])[:, 0, 0].astype(np.float64)
+        return np.einsum("ij,ij->i", x, y).astype(np.float64)
 
 
 def nonfinite_masks(x: np.ndarray, sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
