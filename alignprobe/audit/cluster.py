@@ -137,8 +137,17 @@ def _client(workers, scheduler, memory_limit):
         # until the machine ran out of memory, and more than one a core only queue for the cores.
         raise BadInput(f"--workers {workers}: this machine has {cores} CPU cores, and a local cluster of more "
                        f"processes than cores gains nothing; give at most {cores}, or --scheduler for a larger cluster")
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                           dashboard_address=None)
+    # Dask's nannies start workers with MALLOC_TRIM_THRESHOLD_=65536, which gives memory back to the
+    # system sooner in a long-lived worker but turns off glibc's adaptive mmap threshold: every
+    # read buffer then becomes an mmap and its page faults, 2x the scan time a file (audit/rows.py).
+    # These workers live for one audit, so they keep glibc's default.
+    import dask
+
+    spawn_environ = dask.config.get("distributed.nanny.pre-spawn-environ", {})
+    kept = {k: v for k, v in spawn_environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": kept}):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+                               dashboard_address=None)
     return Client(cluster), cluster
 
 

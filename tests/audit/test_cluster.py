@@ -30,3 +30,25 @@ def test_two_workers_read_ahead_each_through_its_lane(tmp_path, monkeypatch):
     assert len(made) == 2 and first_files == sorted([units[0].files[0], units[1].files[0]])  # units 0, 2, .. and 1, 3, ..
     assert sorted(read) == sorted(f for u in units for f in u.files)  # every file once
     assert comparable(there) == comparable(here) and there.notes == here.notes
+
+
+def test_local_workers_keep_glibcs_adaptive_malloc(monkeypatch):
+    # Dask's nanny sets MALLOC_TRIM_THRESHOLD_, which makes every read buffer an mmap (2x a scan)
+    pytest.importorskip("distributed")
+    import os
+
+    import dask
+
+    from alignprobe.audit.cluster import _client
+
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    client, cluster = _client(1, None, "1GiB")
+    try:
+        seen = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+        threads = client.run(lambda: os.environ.get("OMP_NUM_THREADS"))
+    finally:
+        client.close()
+        cluster.close()
+    assert list(seen.values()) == [None]
+    assert list(threads.values()) == ["1"]  # Dask's other settings stay
+    assert dask.config.get("distributed.nanny.pre-spawn-environ")["MALLOC_TRIM_THRESHOLD_"] == 65536  # restored
