@@ -199,6 +199,9 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     "lib_nosplit": ({}, {"alignprobe.compare.kernels.numpy_kernels:MIN_TASK_ROWS": 1 << 30}),
     "lib_1read": ({}, {"alignprobe.dump.direct_read:READ_THREADS": 1}),
     "lib_h5wide": ({}, {"alignprobe.dump.direct_read:MIN_SEGMENT_BYTES": 1 << 40}),
+    # the blocks the pass holds (its peak memory): one block read ahead, one block waiting to be fed
+    "lib_ra1": ({}, {"alignprobe.compare.streaming:READ_AHEAD_BLOCKS": 1}),
+    "lib_feed1": ({}, {"alignprobe.compare.streaming:MAX_FEEDING": 1}),
 }
 
 

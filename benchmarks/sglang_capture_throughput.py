@@ -117,6 +117,9 @@ def main() -> None:
     server = subprocess.Popen([sys.executable, __file__, "--serve", "--port", str(port), "--prompts", str(args.prompts),
                                "--tokens", str(args.tokens)], stdout=subprocess.PIPE, text=True)
     best: dict[str, float] = {}
+    # answers the capture's own process decoded, a variant: with workers, those a worker did not take
+    # (none had started yet, or one failed): a worker row is only a worker figure where this is low
+    decoded_here: dict[str, list[int]] = {}
 
     def timed(name, run):
         started = time.perf_counter()
@@ -138,7 +141,14 @@ def main() -> None:
 
             def capture(variant, in_flight):
                 decoder, workers = captures[variant]
-                decode_workers.decode_generate = decoder  # what HttpBackend.decode runs here
+                counted = decoded_here.setdefault(f"{variant}, {in_flight} in flight", [0, 0])
+
+                def decode_here(content):
+                    counted[0] += 1
+                    return decoder(content)
+
+                counted[1] += args.prompts
+                decode_workers.decode_generate = decode_here  # what HttpBackend.decode runs in this process
                 sglang_http.worker_count = workers
                 try:
                     sglang_http.capture_sglang(url, prompts, os.path.join(work, "serve.h5"), num_layers=LAYERS,
@@ -147,6 +157,7 @@ def main() -> None:
                     decode_workers.decode_generate, sglang_http.worker_count = decode_generate, real_worker_count
 
             capture("simdjson, 1 worker a request", 2)  # imports and first-use costs are not the steady state
+            decoded_here.clear()
             for _ in range(args.repeat):
                 timed("raw", lambda: [client.get(f"{url}/raw/{i}").content for i in range(args.prompts)])
                 for name, decode in decoders.items():
@@ -168,8 +179,10 @@ def main() -> None:
         for variant in captures:
             for in_flight in in_flights:
                 seconds = best[f"capture {variant}, {in_flight} in flight"]
+                here, asked = decoded_here[f"{variant}, {in_flight} in flight"]
                 print(f"capture {variant + ', ' + str(in_flight) + ' in flight':34s} {total_tokens / seconds:8.0f} tokens/s  "
-                      f"{megabytes / seconds:7.0f} MB/s  = {best['raw'] / seconds:.2f} x raw")
+                      f"{megabytes / seconds:7.0f} MB/s  = {best['raw'] / seconds:.2f} x raw"
+                      f"  ({here} of {asked} answers decoded in this process)")
         print(f"(capture sglang's default here, {os.cpu_count()} cores: "
               f"{' / '.join(str(real_worker_count(n)) for n in in_flights)} worker processes for "
               f"{' / '.join(map(str, in_flights))} in flight)")
