@@ -14,6 +14,8 @@ with the files evicted from the page cache before each run (``--cache warm`` to 
            measured on the GPU
   lib_noexp  the library with no rows explained (explaining.RUNS = 0): what the explanations cost
   lib_8mb  the library with 8 MB pass blocks whatever the threads: what the larger blocks cost
+  lib_fused / lib_numpy  the compiled kernels / numpy's at any size (kernels/choice.py picks by the
+           pass's size); lib_fused_t8 the compiled ones on 8 threads; lib_swi sys.setswitchinterval(0.0005)
   cli      ``alignprobe compare --train-dump ... --serve-dump ... --json ...``
 
 (``--variants`` picks which; raw always runs)
@@ -82,7 +84,10 @@ if len(sys.argv) > 4:  # module settings to change first: {"module:NAME": value}
     import importlib
     for key, value in json.loads(sys.argv[4]).items():
         module, name = key.split(":")
-        setattr(importlib.import_module(module), name, value)
+        if module == "sys":  # an interpreter setting, e.g. {"sys:setswitchinterval": 0.0005}
+            getattr(sys, name)(value)
+        else:
+            setattr(importlib.import_module(module), name, value)
 t0 = time.perf_counter()
 result = alignprobe.compare.compare(sys.argv[1], sys.argv[2], **kwargs)
 seconds = time.perf_counter() - t0
@@ -202,6 +207,13 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     # the blocks the pass holds (its peak memory): one block read ahead, one block waiting to be fed
     "lib_ra1": ({}, {"alignprobe.compare.streaming:READ_AHEAD_BLOCKS": 1}),
     "lib_feed1": ({}, {"alignprobe.compare.streaming:MAX_FEEDING": 1}),
+    # issue 24's GIL: the compiled GIL-free kernels (kernels/fused_kernels.py) at any size, on 8 threads
+    # instead of 16; numpy's kernels at any size; the interpreter handing the GIL on after 0.5 ms, not 5
+    "lib_fused": ({}, {"alignprobe.compare.kernels.choice:FUSED_MIN_VALUES": 0}),
+    "lib_fused_t8": ({}, {"alignprobe.compare.kernels.choice:FUSED_MIN_VALUES": 0,
+                          "alignprobe.compare.kernels.fused_kernels:MAX_THREADS": 8}),
+    "lib_numpy": ({}, {"alignprobe.compare.kernels.choice:FUSED_MIN_VALUES": 1 << 62}),
+    "lib_swi": ({}, {"sys:setswitchinterval": 0.0005}),
 }
 
 

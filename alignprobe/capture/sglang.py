@@ -56,7 +56,7 @@ def capture_sglang(
 
         if engine_python or engine_options:
             raise BadInput("--engine-python and --engine-arg go with --engine-model, not --url")
-        server = {"in_flight": in_flight} if in_flight is not None else {}
+        server: dict[str, Any] = {"in_flight": in_flight} if in_flight is not None else {}
         return capture_http(url, prompts, out_path, timeout=timeout, retries=retries, layer_ids=ids, **server,
                             **capture_options)
     if engine_model is None:

@@ -52,7 +52,8 @@ def capture_vllm(
         raise BadInput("--layer-ids takes the ids vLLM ran with, e.g. 2,30,58,61")
     if offline_model is None and (engine_options or engine_python):
         raise BadInput("--engine-python, --dtype, --max-model-len, --enforce-eager and --engine-arg go with --offline-model")
-    source, prompts, provenance = from_dir, None, None
+    source: "str | os.PathLike | Sequence[str] | None" = from_dir
+    prompts, provenance = None, None
     if from_dir is None:
         prompts = _prompts(tokens_from, prompts_path, capture_options.get("num_layers"))
         if url is not None:
@@ -75,6 +76,7 @@ def capture_vllm(
             provenance = {"model": model, "dtype": run.dtype, "engine_version": run.vllm_version,
                           "capture": {"engine_options": run.engine_options, "engine_start_s": round(run.start_s, 2),
                                       "engine_generate_s": round(run.generate_s, 3)}}
+    assert source is not None  # exactly one source was checked above
     return capture_vllm_files(source, out_path, layer_ids=layer_ids, tokens_from=tokens_from, prompts=prompts,
                               provenance=provenance, **capture_options)
 

@@ -81,12 +81,12 @@ def compare(
     block_bytes = checked_count(block_bytes, "block_bytes")
     started = time.perf_counter()
     policy = Policy.resolve(checked_policy(policy))
-    kernels, device_note = chosen_kernels(checked_device(device))
-    block_bytes = block_bytes or kernels.block_bytes
-    with contextlib.closing(kernels), _opened_pair(train, serve, train_import, serve_import) as (tr, sv):
+    device = checked_device(device)
+    with contextlib.ExitStack() as closing:
+        tr, sv = closing.enter_context(_opened_pair(train, serve, train_import, serve_import))
         hidden_size, num_layers = train_geometry(tr)
         notes = [f"train: {n}" for n in tr.notes] + [f"serve: {n}" for n in sv.notes]
-        notes += [device_note] if device_note else []
+        device_note_at = len(notes)
         given, load = _tokenizer(tokenizer, tr, sv)
         tokens, segments = pair_samples(
             tr, sv, sample=sample, max_tokens=max_tokens, tokenizer=given, load_tokenizer=load
@@ -104,6 +104,12 @@ def compare(
         sampled_run = tokens.aligned_tokens < tokens.alignable_tokens
         population = tokens.alignable_samples if sampled_run else None
         measured = [p for p in plans if p.width_ok]
+        # chosen once the pass's size is known: the compiled kernels pay a start that only a large pass repays
+        pass_values = 2 * tokens.aligned_tokens * hidden_size * sum(p.num_slices for p in measured)
+        kernels, device_note = chosen_kernels(device, pass_values=pass_values)
+        closing.enter_context(contextlib.closing(kernels))
+        notes[device_note_at:device_note_at] = [device_note] if device_note else []
+        block_bytes = block_bytes or kernels.block_bytes
         searches = feeding.mapping_sums(tr, sv, plans, segments, sampled, hidden_size, kernels)
         # The explanations read their rows from dumps beside the pass as it starts (from a foreign
         # folder the pass hands over the rows of its streams) and are fitted in a thread beside it, so

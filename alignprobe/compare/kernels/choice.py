@@ -11,6 +11,15 @@ cold 0.25x of the raw read against 0.85x, 8 GB cold 0.81x against 0.96x; cmpspee
 for by name runs on the CPU where there are CPU_KEEPS_UP_CORES cores or more, and the result says
 which ran (``options["device"]``, ``options["device_asked"]`` and a note). A Kernels object given
 as ``device`` is always used as it is (``TorchKernels("cuda")`` forces the GPU).
+
+On the CPU, a pass of FUSED_MIN_VALUES values or more (both sides together) runs on the compiled
+kernels (fused_kernels.py), a smaller one on numpy's. The compiled kernels are 1.5-1.8x faster on
+a large pass from the page cache, but their start (numba's import and loading the compiled code
+from its cache: about 1 s on the H200 host, of it 0.7 s in the first calls; 0.65 s on a 2-core box) and its resident memory (+60-100 MB)
+are only repaid by a large pass (benchmarks/results/issue24_fused_h200.txt: 1 GB a dump they were
+0.51-0.55x of the raw read cold and 0.22-0.25x warm against numpy's 0.56x and 0.24x; 8 GB a dump
+0.96x cold and 0.86x warm against 0.92x and 0.49x). The threshold is where their measured per-byte
+saving (0.24 s a GB of the pair, from the page cache) repays that start: 4 GB of bf16 states, 2 G values.
 """
 
 from __future__ import annotations
@@ -23,14 +32,19 @@ from alignprobe.compare.kernels import Kernels, kernels_for
 from alignprobe.errors import BadInput
 
 CPU_KEEPS_UP_CORES = 16  # where the CPU path was measured to beat the GPU path at every size
+FUSED_MIN_VALUES = 2 << 30  # a pass this large repays the compiled kernels' start (above)
 
 _TORCH_DEVICE = re.compile(r"cuda(:\d+)?")
 
 
-def chosen_kernels(device: "str | Kernels | None", cores: int | None = None) -> tuple[Kernels, str | None]:
-    """(the kernels to run on, a note saying why they are not the device asked for, or None)."""
-    if not isinstance(device, str) or device == "cpu":
-        return kernels_for(device), None
+def chosen_kernels(device: "str | Kernels | None", cores: int | None = None,
+                   pass_values: int = 0) -> tuple[Kernels, str | None]:
+    """(the kernels to run on, a note saying why they are not the device asked for, or None) for a
+    pass over ``pass_values`` stored values, both sides together."""
+    if device is None or device == "cpu":
+        return cpu_kernels(pass_values), None
+    if not isinstance(device, str):
+        return device, None
     cores = cores if cores is not None else os.cpu_count() or 1
     if cores < CPU_KEEPS_UP_CORES:
         return kernels_for(device), None
@@ -43,4 +57,15 @@ def chosen_kernels(device: "str | Kernels | None", cores: int | None = None) -> 
         raise BadInput(f"--device {device}: not a device name alignprobe computes on; use cpu, cuda or cuda:N")
     note = (f"--device {name}: measured on the CPU, which ran faster here ({cores} cores keep up with the reads; "
             "the GPU would add torch's and CUDA's start: compare/kernels/choice.py)")
-    return kernels_for("cpu"), note
+    return cpu_kernels(pass_values), note
+
+
+def cpu_kernels(pass_values: int) -> Kernels:
+    """numpy's kernels, or the compiled ones for a pass large enough to repay their start."""
+    if pass_values < FUSED_MIN_VALUES:
+        return kernels_for("cpu")
+    try:
+        from alignprobe.compare.kernels.fused_kernels import FusedKernels
+    except (ImportError, RuntimeError, OSError):  # no numba, or nowhere to cache its code (numba raises RuntimeError)
+        return kernels_for("cpu")  # the same results, only slower
+    return FusedKernels()

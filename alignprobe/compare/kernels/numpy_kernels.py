@@ -50,7 +50,7 @@ class NumpyKernels:
 
     def row_terms(self, pairs: Sequence[tuple["Stored", "Stored"]]) -> list[RowTerms]:
         def measure(pair: tuple[Stored, Stored]) -> RowTerms:
-            return row_terms(pair[0].widened(), pair[1].widened())
+            return self.pair_terms(*pair)
 
         if not pairs or self.threads < 2 or (len(pairs) < 2 and len(pairs[0][0].raw) < 2 * MIN_TASK_ROWS):
             return [measure(p) for p in pairs]
@@ -67,6 +67,9 @@ class NumpyKernels:
         if parts == 1:
             return terms
         return [joined(terms[i : i + parts]) for i in range(0, len(terms), parts)]
+
+    def pair_terms(self, a: "Stored", b: "Stored") -> RowTerms:
+        return row_terms(a.widened(), b.widened())
 
     def serve_units(self, block: "Stored", k: int, hidden_size: int):
         x = block.widened()
@@ -168,7 +171,7 @@ def nonfinite_masks(x: np.ndarray, sq: np.ndarray) -> tuple[np.ndarray, np.ndarr
 # Columns a constant row must agree on before it is checked whole: real hidden states almost never
 # repeat one value at these four places, so the screen is four strided reads instead of a pass.
 def _screen_columns(width: int) -> list[int]:
-    return sorted({0, 1, width // 2, width - 1})
+    return sorted({0, min(1, width - 1), width // 2, width - 1})
 
 
 def constant_rows(x: np.ndarray, sq: np.ndarray, nonfinite: np.ndarray) -> np.ndarray:
