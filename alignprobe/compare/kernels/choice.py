@@ -13,7 +13,8 @@ which ran (``options["device"]``, ``options["device_asked"]`` and a note). A Ker
 as ``device`` is always used as it is (``TorchKernels("cuda")`` forces the GPU).
 
 On the CPU, a pass of FUSED_MIN_VALUES values or more (both sides together) runs on the compiled
-kernels (fused_kernels.py), a smaller one on numpy's. The compiled kernels are 1.5-1.8x faster on
+kernels (fused_kernels.py) once numpy's have measured its first rows while they start
+(handover_kernels.py); a smaller pass on numpy's alone. The compiled kernels are 1.5-1.8x faster on
 a large pass from the page cache, but their start (numba's import and loading the compiled code
 from its cache: about 1 s on the H200 host, of it 0.7 s in the first calls; 0.65 s on a 2-core box) and its resident memory (+60-100 MB)
 are only repaid by a large pass (benchmarks/results/issue24_fused_h200.txt: 1 GB a dump they were
@@ -29,6 +30,7 @@ import re
 import sys
 
 from alignprobe.compare.kernels import Kernels, kernels_for
+from alignprobe.compare.kernels.handover_kernels import HandoverKernels
 from alignprobe.errors import BadInput
 
 CPU_KEEPS_UP_CORES = 16  # where the CPU path was measured to beat the GPU path at every size
@@ -61,11 +63,8 @@ def chosen_kernels(device: "str | Kernels | None", cores: int | None = None,
 
 
 def cpu_kernels(pass_values: int) -> Kernels:
-    """numpy's kernels, or the compiled ones for a pass large enough to repay their start."""
+    """numpy's kernels, or for a pass large enough to repay their start, the compiled ones after
+    numpy has measured the pass's first rows (handover_kernels.py)."""
     if pass_values < FUSED_MIN_VALUES:
         return kernels_for("cpu")
-    try:
-        from alignprobe.compare.kernels.fused_kernels import FusedKernels
-    except (ImportError, RuntimeError, OSError):  # no numba, or nowhere to cache its code (numba raises RuntimeError)
-        return kernels_for("cpu")  # the same results, only slower
-    return FusedKernels()
+    return HandoverKernels()
