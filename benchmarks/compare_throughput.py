@@ -14,9 +14,8 @@ with the files evicted from the page cache before each run (``--cache warm`` to 
            measured on the GPU
   lib_noexp  the library with no rows explained (explaining.RUNS = 0): what the explanations cost
   lib_8mb  the library with 8 MB pass blocks whatever the threads: what the larger blocks cost
-  lib_fused / lib_numpy  the compiled kernels (after numpy's first rows: handover_kernels.py) / numpy's
-           at any size (kernels/choice.py picks by the pass's size); lib_compiled_first the compiled
-           kernels from the pass's first block, waiting for their start (570585b's pass); lib_fused_t8 the compiled ones on 8 threads, lib_fused_b32 / _b16 in 32 / 16 MB
+  lib_fused / lib_numpy  the compiled kernels / numpy's at any size (kernels/choice.py picks by the
+           pass's size); lib_fused_t8 the compiled ones on 8 threads, lib_fused_b32 / _b16 in 32 / 16 MB
            blocks (64 MB on their 16 threads); lib_swi sys.setswitchinterval(0.0005)
   cli      ``alignprobe compare --train-dump ... --serve-dump ... --json ...``
 
@@ -209,12 +208,9 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     # the blocks the pass holds (its peak memory): one block read ahead, one block waiting to be fed
     "lib_ra1": ({}, {"alignprobe.compare.streaming:READ_AHEAD_BLOCKS": 1}),
     "lib_feed1": ({}, {"alignprobe.compare.streaming:MAX_FEEDING": 1}),
-    # issue 24's GIL: the compiled GIL-free kernels (kernels/fused_kernels.py) at any size (after numpy's
-    # first rows, or from the first block), on 8 threads
+    # issue 24's GIL: the compiled GIL-free kernels (kernels/fused_kernels.py) at any size, on 8 threads
     # instead of 16; numpy's kernels at any size; the compiled ones in 32 / 16 MB blocks; the interpreter handing the GIL on after 0.5 ms, not 5
     "lib_fused": ({}, {"alignprobe.compare.kernels.choice:FUSED_MIN_VALUES": 0}),
-    "lib_compiled_first": ({}, {"alignprobe.compare.kernels.choice:FUSED_MIN_VALUES": 0,
-                                "alignprobe.compare.kernels.handover_kernels:NUMPY_FIRST_VALUES": 0}),
     "lib_fused_t8": ({}, {"alignprobe.compare.kernels.choice:FUSED_MIN_VALUES": 0,
                           "alignprobe.compare.kernels.fused_kernels:MAX_THREADS": 8}),
     "lib_numpy": ({}, {"alignprobe.compare.kernels.choice:FUSED_MIN_VALUES": 1 << 62}),

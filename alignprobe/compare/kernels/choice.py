@@ -13,14 +13,16 @@ which ran (``options["device"]``, ``options["device_asked"]`` and a note). A Ker
 as ``device`` is always used as it is (``TorchKernels("cuda")`` forces the GPU).
 
 On the CPU, a pass of FUSED_MIN_VALUES values or more (both sides together) runs on the compiled
-kernels (fused_kernels.py) once numpy's have measured its first rows while they start
-(handover_kernels.py); a smaller pass on numpy's alone. The compiled kernels are 1.5-1.8x faster on
+kernels (fused_kernels.py), a smaller one on numpy's. The compiled kernels are 1.5-1.8x faster on
 a large pass from the page cache, but their start (numba's import and loading the compiled code
 from its cache: about 1 s on the H200 host, of it 0.7 s in the first calls; 0.65 s on a 2-core box) and its resident memory (+60-100 MB)
 are only repaid by a large pass (benchmarks/results/issue24_fused_h200.txt: 1 GB a dump they were
 0.51-0.55x of the raw read cold and 0.22-0.25x warm against numpy's 0.56x and 0.24x; 8 GB a dump
 0.96x cold and 0.86x warm against 0.92x and 0.49x). The threshold is where their measured per-byte
 saving (0.24 s a GB of the pair, from the page cache) repays that start: 4 GB of bf16 states, 2 G values.
+From disk the reads are the limit and the start is all they add: 3 GB a dump cold, 0.78-0.86x of the
+raw read against numpy's 0.91-1.00x in four leases; numpy measuring a pass's first rows while they
+start in a thread was slower still, warm and cold, its peak RSS 510 MB (issue24_final_h200.txt).
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import re
 import sys
 
 from alignprobe.compare.kernels import Kernels, kernels_for
-from alignprobe.compare.kernels.handover_kernels import HandoverKernels
 from alignprobe.errors import BadInput
 
 CPU_KEEPS_UP_CORES = 16  # where the CPU path was measured to beat the GPU path at every size
@@ -63,8 +64,11 @@ def chosen_kernels(device: "str | Kernels | None", cores: int | None = None,
 
 
 def cpu_kernels(pass_values: int) -> Kernels:
-    """numpy's kernels, or for a pass large enough to repay their start, the compiled ones after
-    numpy has measured the pass's first rows (handover_kernels.py)."""
+    """numpy's kernels, or the compiled ones for a pass large enough to repay their start."""
     if pass_values < FUSED_MIN_VALUES:
         return kernels_for("cpu")
-    return HandoverKernels()
+    try:
+        from alignprobe.compare.kernels.fused_kernels import FusedKernels
+    except (ImportError, RuntimeError, OSError):  # no numba, or nowhere to cache its code (numba raises RuntimeError)
+        return kernels_for("cpu")  # the same results, only slower
+    return FusedKernels()

@@ -19,13 +19,15 @@ numba's user cache where that is read-only), so only a machine's first compariso
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
 from alignprobe.compare.kernels import RowTerms
-from alignprobe.compare.kernels.numpy_kernels import NumpyKernels, Stored, _screen_columns, compiled_threads
+from alignprobe.compare.kernels.numpy_kernels import NumpyKernels, Stored, _screen_columns
 from alignprobe.dump.encoding import ENCODING_BF16_BITS
 
 # Summation order may change (so the sums vectorise); NaN and Inf keep their meaning, which the
@@ -120,11 +122,14 @@ def _compiled_form(s: Stored) -> np.ndarray:
     return s.widened()
 
 
+MAX_THREADS = 16  # holding no GIL, 16 threads measured 8 GB a dump warm 1.15x faster than 8 (the H200 host)
+
+
 class FusedKernels(NumpyKernels):
     """:class:`NumpyKernels` with each pair's terms in one compiled, GIL-free call."""
 
     def __init__(self, threads: int | None = None):
-        super().__init__(threads or compiled_threads())
+        super().__init__(threads or min(MAX_THREADS, os.cpu_count() or 1))
 
     def pair_terms(self, a: Stored, b: Stored) -> RowTerms:
         return fused_row_terms(a, b)

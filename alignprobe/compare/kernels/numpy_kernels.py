@@ -19,14 +19,7 @@ from alignprobe.dump.encoding import from_storage
 from alignprobe.dump.reader import DEFAULT_BLOCK_BYTES
 
 MAX_THREADS = 8
-# The compiled kernels (fused_kernels.py) hold no GIL: 16 threads measured 8 GB a dump warm 1.15x faster
-# than 8 on the H200 host. Here, so that the block they are given is known before numba is imported.
-COMPILED_MAX_THREADS = 16
 MIN_TASK_ROWS = 32  # a measuring task's rows at the least: below this the hand-off costs more than it saves
-
-
-def compiled_threads() -> int:
-    return min(COMPILED_MAX_THREADS, os.cpu_count() or 1)
 
 
 def block_bytes_for(threads: int) -> int:

@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from alignprobe.compare import compare
-from alignprobe.compare.kernels import choice, handover_kernels, numpy_kernels
+from alignprobe.compare.kernels import choice, numpy_kernels
 from alignprobe.compare.kernels.fused_kernels import FusedKernels, fused_row_terms
-from alignprobe.compare.kernels.handover_kernels import HandoverKernels
 from alignprobe.compare.kernels.numpy_kernels import NumpyKernels, Stored, row_terms
 from alignprobe.dump.encoding import ENCODING_BF16_BITS, ENCODING_NATIVE
 from compare_helpers import awkward_rows, make_samples, write_serve, write_train
@@ -125,12 +124,8 @@ def test_the_pass_size_picks_the_kernels(monkeypatch):
     small, _ = choice.chosen_kernels(None, pass_values=choice.FUSED_MIN_VALUES - 1)
     large, _ = choice.chosen_kernels("cpu", pass_values=choice.FUSED_MIN_VALUES)
     asked_cuda, note = choice.chosen_kernels("cuda", cores=choice.CPU_KEEPS_UP_CORES, pass_values=choice.FUSED_MIN_VALUES)
-    try:
-        assert type(small) is NumpyKernels and type(large) is HandoverKernels and type(asked_cuda) is HandoverKernels
-        assert large.name == small.name == "cpu" and note
-    finally:
-        large.close()
-        asked_cuda.close()
+    assert type(small) is NumpyKernels and type(large) is FusedKernels and type(asked_cuda) is FusedKernels
+    assert large.name == small.name == "cpu" and note
 
 
 def test_whole_compare_on_the_compiled_kernels_equals_numpys(tmp_path, monkeypatch):
@@ -140,7 +135,6 @@ def test_whole_compare_on_the_compiled_kernels_equals_numpys(tmp_path, monkeypat
             write_serve(tmp_path / "serve.h5", samples, taps=(3, 4, 5), transform=noisy))
     want = compare(*pair, tokenizer=None)
     monkeypatch.setattr(choice, "FUSED_MIN_VALUES", 0)
-    monkeypatch.setattr(handover_kernels, "NUMPY_FIRST_VALUES", 0)  # every block compiled
     measured = []
     monkeypatch.setattr(FusedKernels, "pair_terms", lambda self, a, b: measured.append(1) or fused_row_terms(a, b))
     got = compare(*pair, tokenizer=None, block_bytes=1 << 14)  # many small blocks
