@@ -51,3 +51,23 @@ def test_compare_reports_where_it_ran(tmp_path, monkeypatch):
         n for n in asked.notes if n.startswith("--device cuda: measured on the CPU")]
     assert asked.verdict == plain.verdict and [f.code for f in asked.findings] == [f.code for f in plain.findings]
     assert [m.cosine_mean for s in asked.streams for m in s.slices] == [m.cosine_mean for s in plain.streams for m in s.slices]
+
+
+@pytest.mark.parametrize("failure", [ImportError("No module named 'numba'"),
+                                     RuntimeError("cannot cache function '_pair_terms': no locator available"),
+                                     OSError(30, "Read-only file system")])
+def test_a_large_pass_without_usable_compiled_kernels_runs_on_numpys(monkeypatch, failure):
+    """No numba, or none that can cache its code (numba raises RuntimeError where no cache folder is
+    writable): the same results from numpy's kernels, only slower."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def failing(name, *args, **kwargs):
+        if name == "alignprobe.compare.kernels.fused_kernels":
+            raise failure
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", failing)
+    kernels, note = choice.chosen_kernels(None, pass_values=choice.FUSED_MIN_VALUES)
+    assert type(kernels) is NumpyKernels and note is None
