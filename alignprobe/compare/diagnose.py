@@ -19,7 +19,7 @@ from alignprobe.compare.diagnoses import tokens
 from alignprobe.compare.explain import index_offset
 from alignprobe.compare.diagnoses.explained import explanation_findings, judged, settled
 from alignprobe.compare.diagnoses.inputs import dtype_findings, same_dump_findings, swapped_findings
-from alignprobe.compare.diagnoses.layout import Layout, layout_findings, width_findings
+from alignprobe.compare.diagnoses.layout import Layout, layout_findings, not_sliceable, width_findings, width_unmeasured
 from alignprobe.compare.diagnoses.numeric import numeric_findings
 from alignprobe.compare.diagnoses.short_rows import short_row_findings
 from alignprobe.compare.nonfinite_where import NonfiniteWhere
@@ -28,7 +28,7 @@ from alignprobe.compare.policy import Policy
 from alignprobe.compare.result import MappingSearch, SliceExplanation, StreamComparison, TokenCheck
 from alignprobe.compare.sampling import interval_multiplier, undecided_thresholds
 from alignprobe.dump import ROLE_DRAFTER_INPUT, ROLE_LAYERS, Dump
-from alignprobe.findings import Finding, Subject, make, resolve, verdict_of
+from alignprobe.findings import Finding, resolve, verdict_of
 from alignprobe.findings.severity import Severity
 
 # how the findings of one class bear on another's, declared by the owning classes
@@ -74,11 +74,13 @@ def diagnose(train: Dump, serve: Dump, plans: list[StreamPlan], found: dict[str,
     for plan in plans:
         cap = caps[plan.serve_stream]
         if plan.num_slices == 0:
-            by_stream[plan.serve_stream] = [_not_sliceable(serve, plan, hidden_size, policy, cap)]
+            by_stream[plan.serve_stream] = [not_sliceable(plan.serve_stream, serve.dataset(plan.serve_stream).shape[1],
+                                                           hidden_size, policy, cap)]
             continue
         if plan.serve_stream not in found:  # no aligned rows to search on
             if not plan.width_ok:
-                by_stream[plan.serve_stream] = [_width_unmeasured(serve, plan, hidden_size, policy, cap)]
+                by_stream[plan.serve_stream] = [width_unmeasured(plan.serve_stream, serve.dataset(plan.serve_stream).shape[1],
+                                                                  plan.expected_labels, hidden_size, policy, cap)]
             continue
         ms = found[plan.serve_stream]
         mappings.append(ms)
@@ -162,35 +164,3 @@ def _layout(ms, plan: StreamPlan, num_layers: int, policy: Policy, provenances: 
     for j, good in zip(keep, result.slice_ok):
         ok[j] = good
     return Layout(result.findings, ok)
-
-
-def _width_unmeasured(serve: Dump, plan: StreamPlan, hidden_size: int, policy: Policy, cap: Severity | None) -> Finding:
-    width = serve.dataset(plan.serve_stream).shape[1]
-    return make(
-        "width_mismatch",
-        f"serve stream {plan.serve_stream!r} is {width} wide where training used "
-        f"{len(plan.expected) * hidden_size} ({', '.join(plan.expected_labels)}); no aligned rows to measure "
-        "what it holds",
-        {"serve_width": width, "expected_width": len(plan.expected) * hidden_size, "hidden_size": hidden_size,
-         "expected": plan.expected_labels},
-        "Capture both sides from the same token ids, then compare again to see which HF index each slice is.",
-        policy=policy,
-        subject=Subject(plan.serve_stream),
-        cap=cap,
-    )
-
-
-def _not_sliceable(serve: Dump, plan: StreamPlan, hidden_size: int, policy: Policy, cap: Severity | None) -> Finding:
-    width = serve.dataset(plan.serve_stream).shape[1]
-    return make(
-        "width_mismatch",
-        f"serve stream {plan.serve_stream!r} is {width} wide, not a multiple of the hidden size {hidden_size}",
-        {"serve_width": width, "hidden_size": hidden_size, "remainder": width % hidden_size},
-        "The serve side is not a concat of hidden states of this model: check that both dumps come from the "
-        "same model (hidden size) and that the engine returned whole states (no sharded / tensor-parallel slice).",
-        policy=policy,
-        subject=Subject(plan.serve_stream),
-        cap=cap,
-    )
-
-

@@ -96,6 +96,38 @@ def width_findings(ms: MappingSearch, expected_labels: list[str], hidden_size: i
     return [make("width_mismatch", title, evidence, fix, policy=policy, subject=Subject(ms.serve_stream), cap=cap)]
 
 
+def width_unmeasured(serve_stream: str, width: int, expected_labels: list[str], hidden_size: int, policy: Policy,
+                     cap: Severity | None = None) -> Finding:
+    """The serve stream is not the width training used, and no aligned rows say what its slices hold."""
+    expected_width = len(expected_labels) * hidden_size
+    return make(
+        "width_mismatch",
+        f"serve stream {serve_stream!r} is {width} wide where training used {expected_width} "
+        f"({', '.join(expected_labels)}); no aligned rows to measure what it holds",
+        {"serve_width": width, "expected_width": expected_width, "hidden_size": hidden_size,
+         "expected": expected_labels},
+        "Capture both sides from the same token ids, then compare again to see which HF index each slice is.",
+        policy=policy,
+        subject=Subject(serve_stream),
+        cap=cap,
+    )
+
+
+def not_sliceable(serve_stream: str, width: int, hidden_size: int, policy: Policy,
+                  cap: Severity | None = None) -> Finding:
+    """The serve stream is no whole number of hidden states wide."""
+    return make(
+        "width_mismatch",
+        f"serve stream {serve_stream!r} is {width} wide, not a multiple of the hidden size {hidden_size}",
+        {"serve_width": width, "hidden_size": hidden_size, "remainder": width % hidden_size},
+        "The serve side is not a concat of hidden states of this model: check that both dumps come from the "
+        "same model (hidden size) and that the engine returned whole states (no sharded / tensor-parallel slice).",
+        policy=policy,
+        subject=Subject(serve_stream),
+        cap=cap,
+    )
+
+
 def _partial_train(ms: MappingSearch, num_layers: int) -> tuple[Note, ...]:
     """When the train dump lacks some HF indices, a serve slice may be one of those: the note that says
     so (it goes with the layer offset or wrong taps that the explanations name in this one's place)."""
