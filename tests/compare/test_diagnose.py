@@ -19,6 +19,8 @@ def test_every_compare_code_is_made_by_a_failure_class_module():
         makers = [p.name for p, text in sources.items()
                   if re.search(rf'(make\(|_drift\(|code = |Named\()\s*"{code}"', text)]
         assert makers, f"no module of compare/diagnoses or compare/explain makes {code}"
+    # the orchestrator only gathers and settles them
+    assert not re.search(r"\bmake\(|Finding\(", (PACKAGE / "diagnose.py").read_text())
 
 
 def test_every_explanation_names_a_registered_code_and_its_fix_in_its_module():
