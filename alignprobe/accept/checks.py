@@ -13,7 +13,7 @@ will skip fc while the drafter was trained on the aux concat).
 from __future__ import annotations
 
 from alignprobe.accept.checkpoint import DrafterCheckpoint
-from alignprobe.findings import Finding, make
+from alignprobe.findings import Finding, Subject, make
 
 
 def check_drafter(ckpt: DrafterCheckpoint, *, hidden_size: int | None, num_layers: int | None,
@@ -94,6 +94,18 @@ def _width(ckpt: DrafterCheckpoint, hidden_size: int | None) -> list[Finding]:
             {"target_hidden_size": ckpt.target_hidden_size, "dump_hidden_size": hidden_size},
             "use the drafter trained for this target, or dumps of this drafter's target"))
     return out
+
+
+def unrunnable_width(side: str, stream: str, width: int, fc_input_width: int, why: str, final_kept_apart: bool) -> Finding:
+    """The drafter could not run on a dump's stream (``why``: the width it met); ``final_kept_apart``: the dump
+    holds id N (the pre-norm final) apart from the aux states, while the drafter takes it as one of its taps."""
+    fix = "serve the aux concat the drafter was trained on (EAGLE3 with its layer ids)"
+    if final_kept_apart:  # a vLLM capture that split id N off: the engine feeds it to fc with the others
+        fix = ("the dump keeps id N (the pre-norm final) apart from the aux states, but it is one of "
+               "the drafter's taps and vLLM feeds it to fc: capture again with `capture vllm "
+               "--last-layer aux`")
+    return make("drafter_hidden_width", f"{side} dump stream {stream!r}: {why}; the engine would fail at the first decode",
+                {"stream": stream, "width": width, "fc_input_width": fc_input_width}, fix, subject=Subject(stream))
 
 
 def _vocab(ckpt: DrafterCheckpoint, target_vocab: int | None) -> list[Finding]:

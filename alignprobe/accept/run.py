@@ -25,11 +25,11 @@ import numpy as np
 
 from alignprobe.accept.chain import ChainTally, EngineWalk, draft_acceptance
 from alignprobe.accept.checkpoint import DrafterCheckpoint, load_drafter
-from alignprobe.accept.checks import check_drafter
+from alignprobe.accept.checks import check_drafter, unrunnable_width
 from alignprobe.accept.result import AcceptResult, SideAccept
 from alignprobe.dump import FINAL_NORM_POST, ROLE_DRAFTER_INPUT, ROLE_FINAL, open_dump
 from alignprobe.errors import BadInput
-from alignprobe.findings import SEVERITY_RANK, Subject, make, render, sort_findings
+from alignprobe.findings import SEVERITY_RANK, render, sort_findings
 
 # Below 1 in 10 chain starts on the target's own tokens, the mask would leave too little to score.
 MIN_OWN_SHARE_INVERSE = 10
@@ -109,15 +109,8 @@ def accept(drafter: str | os.PathLike | DrafterCheckpoint, train_dump, serve_dum
                     sides[name] = _run_side(model, dump, stream, own, lm_head, num_draft_tokens, temperature, max_tokens, train,
                                             score_from)
                 except WidthError as exc:
-                    fix = "serve the aux concat the drafter was trained on (EAGLE3 with its layer ids)"
-                    if _final_kept_apart(dump, stream, ckpt):
-                        # a vLLM capture that split id N off: the engine feeds it to fc with the others
-                        fix = ("the dump keeps id N (the pre-norm final) apart from the aux states, but it is one of "
-                               "the drafter's taps and vLLM feeds it to fc: capture again with `capture vllm "
-                               "--last-layer aux`")
-                    findings.append(make("drafter_hidden_width", f"{name} dump stream {stream!r}: {exc}; the engine would fail at the first decode",
-                                         {"stream": stream, "width": dump.streams[stream].width, "fc_input_width": ckpt.fc_input_width},
-                                         fix, subject=Subject(stream)))
+                    findings.append(unrunnable_width(name, stream, dump.streams[stream].width, ckpt.fc_input_width,
+                                                     str(exc), _final_kept_apart(dump, stream, ckpt)))
                     sides[name] = None
         finally:
             if serve is not None:

@@ -2,6 +2,8 @@
 
 import json
 import os
+import pathlib
+import re
 
 import pytest
 import torch
@@ -10,6 +12,7 @@ import alignprobe
 from alignprobe.accept import load_drafter
 from alignprobe.accept.checks import check_drafter
 from alignprobe.dump import StreamClaim
+from alignprobe.findings import codes_of
 from accept_fixtures import specforge_drafter, speculators_from_specforge, tiny_target_and_dumps
 
 
@@ -143,3 +146,11 @@ def test_an_engine_with_fixed_taps_says_the_drafter_ids_are_ignored(tiny):
     assert [f.severity for f in found] == ["warn"]
     assert found[0].evidence["fixed_taps_hf"] == [2, 4, 5] and "LMDeploy" in found[0].title
     assert "fixed at (2, N//2, N-3) = HF[2, 4, 5]" in found[0].fix and "trained on HF[2, 4, 5]" in found[0].fix
+
+
+def test_every_accept_finding_is_made_in_checks_py_and_run_py_makes_none():
+    package = pathlib.Path(__file__).resolve().parents[2] / "alignprobe" / "accept"
+    assert not re.search(r"\bmake\(|Finding\(", (package / "run.py").read_text())
+    checks = (package / "checks.py").read_text()
+    for code in codes_of("accept"):
+        assert f'"{code}"' in checks, code
