@@ -50,3 +50,14 @@ def test_the_package_is_the_library_call(tmp_path):
     r = alignprobe.compare(train, write_serve(tmp_path / "s.h5", samples), policy=alignprobe.Policy())
     assert isinstance(r, alignprobe.CompareResult) and r.verdict == "PASS"
     assert alignprobe.compare.compare is compare and result_module.CompareResult is CompareResult
+
+
+def test_result_module_imports_nothing_from_the_report():
+    import ast
+    import pathlib
+
+    source = pathlib.Path(__file__).parents[2] / "alignprobe" / "compare" / "result.py"
+    tree = ast.parse(source.read_text())
+    names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [n for n in names if n.startswith("alignprobe.report")]

@@ -106,3 +106,10 @@ def test_the_same_layers_claimed_one_off_are_named_in_the_train_claims(close_lay
     assert f is not None and r.finding("claim_mismatch") is None, r.codes()
     assert f.evidence["shift"] == 1 and f.evidence["train_claimed"] == ["HF[1]", "HF[3]", "HF[4]"]
     assert f.evidence["expected"] == [f"HF[{i}]" for i in SERVE_AUX] and "--train-layer-ids" in f.fix
+
+
+def test_a_neighbouring_layer_served_for_the_expected_one_is_named_with_the_offset():
+    from explain_rows import explained
+
+    e = explained(lambda t, s, p, end: t[(3, "post")].copy())
+    assert e.winner.name == "index_offset" and e.winner.params["offset"] == 1
