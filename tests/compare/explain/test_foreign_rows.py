@@ -1,7 +1,7 @@
 """explain/foreign_rows.py: every serve sample holds another sample's rows, named with each source. Ties
 between the sample's own rows and another sample's go to its own: a dataset holding the same prompt
 twice, and a capture that kept only each prompt's last rows (so a shorter sample reaches none of a
-longer one's rows), are identity, never foreign_rows; one cause found two ways is one finding."""
+longer one's rows), are identity, never foreign_rows."""
 
 import numpy as np
 
@@ -40,22 +40,3 @@ def test_last_rows_only_the_shorter_samples_reach_none_of_them():
         e = explain_rows(train, train[(2, "post")].copy(), sample, position, noise)
         assert e.winner.name == "identity", (noise, e.winner.name, e.winner.params)
         assert not [f.params for f in e.tried if f.name == "foreign_rows"]  # no sample "moved" at all
-
-
-def test_one_cause_found_two_ways_on_one_stream_is_one_finding():
-    from alignprobe.compare.diagnoses.explained import explanation_findings
-    from alignprobe.compare.explain.displaced_rows import DISPLACED_FIX
-    from alignprobe.findings import render
-    from alignprobe.compare.policy import Policy
-    from alignprobe.compare.result import ExplanationFit, SliceExplanation
-
-    def fit(name, params):
-        return ExplanationFit(name, 4, True, 0.01, 0.99, 0.01, 100, params, f"{name} fits")
-
-    explained = [SliceExplanation("hidden_states", 0, "HF[2]", fit("displaced_rows", {"code": "foreign_rows"})),
-                 SliceExplanation("hidden_states", 1, "HF[4]", fit("foreign_rows", {})),
-                 SliceExplanation("hidden_states", 2, "HF[5]", fit("foreign_rows", {}))]
-    found = explanation_findings("hidden_states", "drafter_input", explained, [2, 4, 5], 8, Policy(), {}, {}, True)
-    assert [f.code for f in found] == ["foreign_rows"]
-    assert [e["serve_slice"] for e in found[0].evidence["explained"]] == [0, 1, 2]
-    assert render.fix(found[0]).endswith(DISPLACED_FIX)
