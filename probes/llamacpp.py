@@ -75,13 +75,6 @@ def stream_claims(num_layers: int, hidden_size: int, layer_ids: Sequence[int] | 
     return streams
 
 
-def layer_inputs_needed(num_layers: int, layer_ids: Sequence[int] | None, layers: str) -> list[int]:
-    """The layer ids whose inputs the driver must keep: every layer, or the aux ids below n_layer."""
-    if layers == "all":
-        return list(range(num_layers))
-    return sorted({int(i) for i in layer_ids or () if int(i) < num_layers})
-
-
 def capture_llamacpp(
     model_path: str | os.PathLike,
     prompts: Sequence[Prompt],

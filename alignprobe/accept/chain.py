@@ -134,15 +134,6 @@ def _matched_before(correct):
     return torch.cat([ones, correct[:-1].double().cumprod(dim=0)], dim=0)
 
 
-def accept_length_from_rates(conditional: list[float]) -> float:
-    """AL = 1 + sum_k prod_{j<=k} p_j (the textbook form, for a table of per-step rates)."""
-    total, running = 1.0, 1.0
-    for rate in conditional:
-        running *= rate
-        total += running
-    return total
-
-
 def draft_acceptance(drafted_target_ids, target_logits, temperature: float):
     """The probability vLLM's rejection sampler accepts each drafted token: p_T(draft), the target's
     softmax at the temperature. vLLM's EAGLE proposer drafts the argmax and passes no draft

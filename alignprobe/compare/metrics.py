@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from alignprobe.compare.kernels import RowTerms
-from alignprobe.compare.kernels.numpy_kernels import constant_rows, nonfinite_masks, row_dot, row_terms
+from alignprobe.compare.kernels.numpy_kernels import row_terms
 from alignprobe.compare.result import PositionBucket, RowHealth
 from alignprobe.compare.sampling import ratio_se, rel_rms_se
 
@@ -39,13 +39,6 @@ def position_edges(max_position: int) -> np.ndarray:
     while edges[-1] < max_position:
         edges.append(edges[-1] * 2)
     return np.asarray(edges, dtype=np.int64)
-
-
-def row_health(x: np.ndarray) -> RowHealth:
-    """NaN / Inf / all-zero / constant row counts of ``x`` ``[rows, width]``."""
-    sq = row_dot(x, x)
-    nan, inf, _ = nonfinite_masks(x, sq)
-    return _health(nan, inf, sq, constant_rows(x, sq, nan | inf))
 
 
 def _health(nan: np.ndarray, inf: np.ndarray, sq: np.ndarray, constant: np.ndarray) -> RowHealth:

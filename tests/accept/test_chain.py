@@ -4,7 +4,16 @@ import math
 
 import torch
 
-from alignprobe.accept.chain import ChainTally, accept_length_from_rates, draft_acceptance
+from alignprobe.accept.chain import ChainTally, draft_acceptance
+
+
+def accept_length_from_rates(conditional: list[float]) -> float:
+    """AL = 1 + sum_k prod_{j<=k} p_j (the textbook form, for a table of per-step rates)."""
+    total, running = 1.0, 1.0
+    for rate in conditional:
+        running *= rate
+        total += running
+    return total
 
 
 def test_tally_matches_the_textbook_formula_and_counts_chains():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from alignprobe.compare.kernels.numpy_kernels import token_terms
-from alignprobe.compare.metrics import SliceAccumulator, position_edges, row_health, token_cosine
+from alignprobe.compare.metrics import SliceAccumulator, position_edges, token_cosine
 
 
 def _pair(n=300, h=48, scale=1.0, noise=0.05, seed=0):
@@ -88,7 +88,7 @@ def test_row_health_counts_each_kind():
     x[4, :] = 2.5
     x[5, 2] = np.nan
     x[5, 4] = -np.inf
-    h = row_health(x)
+    h = _feed(np.ones_like(x), x, np.arange(len(x)), block=4).summary()["serve_health"]
     assert (h.rows, h.nan_rows, h.inf_rows, h.zero_rows, h.constant_rows) == (10, 2, 1, 1, 1)
 
 

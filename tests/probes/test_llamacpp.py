@@ -15,7 +15,7 @@ from bad_input_helpers import assert_refused
 
 from alignprobe.dump import open_dump
 from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL, ROLE_LAYERS
-from alignprobe.probes.llamacpp import _write, layer_inputs_needed, stream_claims
+from alignprobe.probes.llamacpp import _write, stream_claims
 from alignprobe.probes.prompts import Prompt
 
 N, H = 8, 4
@@ -30,6 +30,14 @@ def test_the_streams_of_an_every_layer_capture_with_drafter_ids():
         "aux": ((2, 4, N), ROLE_DRAFTER_INPUT, FINAL_NORM_PRE),  # id k = HF[k], id N the pre-norm final
     }
     assert all(c.dtype == "float32" for c in streams.values())
+
+
+def layer_inputs_needed(num_layers: int, layer_ids, layers: str) -> list[int]:
+    """The layer ids whose inputs the driver keeps (probes/engine_side/alignprobe_llamacpp_driver.py): every
+    layer, or the aux ids below n_layer."""
+    if layers == "all":
+        return list(range(num_layers))
+    return sorted({int(i) for i in layer_ids or () if int(i) < num_layers})
 
 
 def test_aux_only_keeps_the_inputs_the_ids_need():
