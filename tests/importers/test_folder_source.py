@@ -1,6 +1,6 @@
 """A foreign folder read in place (alignprobe/importers/folder_source.py) gives what an import gives.
 
-The folders are the importer tests' real layouts written from a tiny model (tests/importers/test_importer.py
+The folders are the importer tests' real layouts written from a tiny model (tests/helpers/importer_folders.py
 has the writers and the sources they follow): SpecForge with ``.ckpt`` and ``.ckpt.gz`` files and
 right padding, speculators float32 with the pre-norm final, FP8 with per-token scales, and three
 slices. Each is compared with an HF capture twice, once read in place and once imported first
@@ -22,13 +22,10 @@ from alignprobe.errors import BadInput
 from alignprobe.importers import FolderSource, import_source, open_pair
 from alignprobe.probes.hf import capture_hf
 from alignprobe.probes.prompts import prompts_from_token_lists
-from tests.importers.test_importer import (  # noqa: F401 - fixtures used by name
+from importer_folders import (
     N,
     SPECFORGE_IDS,
     VLLM_IDS,
-    hf_dump,
-    model,
-    token_lists,
     tree_digest,
     write_specforge,
     write_speculators,

@@ -4,12 +4,12 @@ right layers (identity, or identity with numeric drift), never as a wrong cause.
 
 import pytest
 
-from tests.importers.test_importer import VLLM_IDS, hf_dump, model, token_lists, write_speculators_fp8  # noqa: F401 - fixtures
+from importer_folders import VLLM_IDS, write_speculators_fp8
 
 pytestmark = pytest.mark.slow
 
 
-def test_fp8_speculators_dataset_compares_as_the_right_layers(model, token_lists, hf_dump, tmp_path):  # noqa: F811
+def test_fp8_speculators_dataset_compares_as_the_right_layers(model, token_lists, hf_dump, tmp_path):
     from alignprobe.compare import compare
 
     root = write_speculators_fp8(tmp_path / "fp8", model, token_lists)
