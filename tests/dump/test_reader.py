@@ -1,4 +1,6 @@
-"""Write then read: every dtype exactly, many samples of different lengths, widths H and 3H."""
+"""dump/reader.py, on dumps the writer wrote: every dtype read back exactly (bfloat16 as its raw bits), blocks
+that cover every token once in order, random access by id and position, claims and provenance, and
+opening that never writes."""
 
 import numpy as np
 import pytest
