@@ -7,7 +7,6 @@ fixed assistant header, then the response, which alone is in the loss mask.
 
 from __future__ import annotations
 
-import gzip
 import os
 
 import numpy as np
@@ -15,6 +14,7 @@ import torch
 from safetensors.torch import save_file
 
 from alignprobe.dump import DumpWriter, Provenance, StreamClaim
+from importer_folders import save_specforge_record
 
 H = 32
 N = 8
@@ -128,16 +128,10 @@ def _trained_llama():
 
 def write_specforge(root, samples, gz_every=4):
     for idx, s in enumerate(samples):
-        folder = os.path.join(root, f"rows_{idx // 2000 * 2000}-{idx // 2000 * 2000 + 2000}")
-        os.makedirs(folder, exist_ok=True)
         record = {"input_ids": torch.tensor(s["tokens"]), "loss_mask": torch.tensor(s["loss_mask"]),
                   "aux_hidden_state": torch.from_numpy(s["aux"].reshape(len(s["aux"]), -1)).unsqueeze(0),
                   "hidden_state": torch.from_numpy(s["final"]).unsqueeze(0)}
-        if gz_every and idx % gz_every == 0:
-            with gzip.open(os.path.join(folder, f"data_{idx}.ckpt.gz"), "wb") as fh:
-                torch.save(record, fh)
-        else:
-            torch.save(record, os.path.join(folder, f"data_{idx}.ckpt"))
+        save_specforge_record(root, idx, record, gz_every)
     return str(root)
 
 

@@ -54,14 +54,20 @@ def write_specforge(root, model, token_lists, layer_ids=SPECFORGE_IDS, *, online
             final = hs[-1][r].unsqueeze(0)  # post-norm, as SGLang returns it
             record = {"input_ids": rows[r].clone(), "loss_mask": loss[r].clone()}
             record.update({"hidden_state": aux, "target": final} if online else {"aux_hidden_state": aux, "hidden_state": final})
-            folder = os.path.join(root, f"rows_{idx // 2000 * 2000}-{idx // 2000 * 2000 + 2000}")
-            os.makedirs(folder, exist_ok=True)
-            if gz_every and idx % gz_every == 0:
-                with gzip.open(os.path.join(folder, f"data_{idx}.ckpt.gz"), "wb") as fh:
-                    torch.save(record, fh)
-            else:
-                torch.save(record, os.path.join(folder, f"data_{idx}.ckpt"))
+            save_specforge_record(root, idx, record, gz_every)
     return str(root)
+
+
+def save_specforge_record(root, idx: int, record: dict, gz_every: int = 0) -> None:
+    """One sample where SpecForge keeps it: rows_<k*2000>-<k*2000+2000>/data_<idx>.ckpt, every
+    ``gz_every``-th one gzipped (.ckpt.gz)."""
+    folder = os.path.join(root, f"rows_{idx // 2000 * 2000}-{idx // 2000 * 2000 + 2000}")
+    os.makedirs(folder, exist_ok=True)
+    if gz_every and idx % gz_every == 0:
+        with gzip.open(os.path.join(folder, f"data_{idx}.ckpt.gz"), "wb") as fh:
+            torch.save(record, fh)
+    else:
+        torch.save(record, os.path.join(folder, f"data_{idx}.ckpt"))
 
 
 def write_speculators(root, model, token_lists, layer_ids=VLLM_IDS):
