@@ -209,7 +209,8 @@ VARIANTS = {  # name: (compare() keyword arguments, module settings)
     "lib_ra1": ({}, {"alignprobe.compare.streaming:READ_AHEAD_BLOCKS": 1}),
     "lib_feed1": ({}, {"alignprobe.compare.streaming:MAX_FEEDING": 1}),
     # issue 24's GIL: the compiled GIL-free kernels (kernels/fused_kernels.py) at any size, on 8 threads
-    # instead of 16; numpy's kernels at any size; the compiled ones in 32 / 16 MB blocks; the interpreter handing the GIL on after 0.5 ms, not 5
+    # instead of 16; numpy's kernels at any size; the compiled ones in 32 / 16 MB blocks; the interpreter
+    # handing the GIL on after 0.5 ms, not 5
     "lib_fused": ({}, {"alignprobe.compare.kernels.choice:FUSED_MIN_VALUES": 0}),
     "lib_fused_t8": ({}, {"alignprobe.compare.kernels.choice:FUSED_MIN_VALUES": 0,
                           "alignprobe.compare.kernels.fused_kernels:MAX_THREADS": 8}),

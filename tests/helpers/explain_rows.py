@@ -26,12 +26,9 @@ def planted(serve_of, noise=1e-3, seed=0, keys=(1, 2, 3), mean=0.0, end_of=None)
     sample = np.repeat(np.arange(SAMPLES), LENGTH)
     position = np.tile(np.arange(LENGTH), SAMPLES)
     end = {} if end_of is None else {(2, "post"): end_of(rng, sample).astype(np.float32)}
-    serve = serve_of(train, sample, position, end)
-    serve = serve + noise * np.linalg.norm(serve, axis=1, keepdims=True) / np.sqrt(H) * rng.standard_normal(serve.shape)
+    serve = _noisy(serve_of(train, sample, position, end), noise, rng)
     ends = {} if end_of is None else {"end_rows": end, "end_offsets": [24 * (1 + i % 3) for i in range(SAMPLES)]}
-    return ExplainRows(serve=serve[:, None, :].astype(np.float32), train=train, sample=sample, position=position,
-                       sample_ids=[f"s{i}" for i in range(SAMPLES)], fit=((position // 8) + sample) % 2 == 0,
-                       **_settings(), **ends)
+    return _rows(train, serve, sample, position, **ends)
 
 
 def explained(serve_of, **kwargs):
@@ -41,12 +38,20 @@ def explained(serve_of, **kwargs):
 
 def explain_rows(train, serve, sample, position, noise=0.0, seed=0):
     """The explanation of ``serve`` against ``train`` on rows of any samples and positions."""
-    rng = np.random.default_rng(seed)
-    serve = serve + noise * np.linalg.norm(serve, axis=1, keepdims=True) / np.sqrt(H) * rng.standard_normal(serve.shape)
-    rows = ExplainRows(serve=serve[:, None, :].astype(np.float32), train=train, sample=sample, position=position,
-                       sample_ids=[f"s{i}" for i in range(int(sample.max()) + 1)],
-                       fit=((position // 8) + sample) % 2 == 0, **_settings())
+    rows = _rows(train, _noisy(serve, noise, np.random.default_rng(seed)), sample, position)
     return explain_slice(rows, 0, "x")
+
+
+def _noisy(serve, noise, rng):
+    """``serve`` with Gaussian noise of relative size ``noise`` on each row."""
+    return serve + noise * np.linalg.norm(serve, axis=1, keepdims=True) / np.sqrt(H) * rng.standard_normal(serve.shape)
+
+
+def _rows(train, serve, sample, position, **ends) -> ExplainRows:
+    """The ExplainRows of one serve slice: fit and held-out rows alternate in blocks of 8 positions."""
+    return ExplainRows(serve=serve[:, None, :].astype(np.float32), train=train, sample=sample, position=position,
+                       sample_ids=[f"s{i}" for i in range(int(sample.max()) + 1)],
+                       fit=((position // 8) + sample) % 2 == 0, **_settings(), **ends)
 
 
 def tried(explanation, name: str):

@@ -14,7 +14,8 @@ def samples():
 
 
 def served(tmp_path, samples, transform):
-    return compare(write_train(tmp_path / "t.h5", samples), write_serve(tmp_path / "s.h5", samples, transform=transform))
+    serve = write_serve(tmp_path / "s.h5", samples, transform=transform)
+    return compare(write_train(tmp_path / "t.h5", samples), serve)
 
 
 def noise(x, level, rng, along=None):

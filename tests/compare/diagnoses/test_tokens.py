@@ -8,6 +8,7 @@ from compare_helpers import make_samples, write_serve, write_train
 
 
 def pair(tmp_path, ids_fn=None, skip=(), states=None):
+    """A train dump of 4 samples and a serve dump of the same ones, or of ``states`` (the same ids)."""
     samples = make_samples(num=4, length=30)
     train = write_train(tmp_path / "t.h5", samples)
     return train, write_serve(tmp_path / "s.h5", states or samples, ids_fn=ids_fn, skip=skip)
@@ -37,15 +38,13 @@ def test_ids_that_differ_from_a_position_on_are_shown_where(tmp_path):
 
 
 def test_ids_that_agree_after_a_shift_are_named_with_the_shift(tmp_path):
-    samples = make_samples(num=4, length=30)
-    dropped_first_two = {k: (ids[2:], hf[2:], pre[2:]) for k, (ids, hf, pre) in samples.items()}
-    f = compare(write_train(tmp_path / "t.h5", samples), write_serve(tmp_path / "s.h5", dropped_first_two)).finding("token_shift")
+    dropped_first_two = {k: (ids[2:], hf[2:], pre[2:]) for k, (ids, hf, pre) in make_samples(num=4, length=30).items()}
+    f = compare(*pair(tmp_path, states=dropped_first_two)).finding("token_shift")
     assert f.severity == "warn" and f.evidence["shifts"] == {"2": 4}
 
 
 def test_extra_trailing_tokens_on_one_side_are_said_at_info(tmp_path):
-    samples = make_samples(num=4, length=30)
     longer = {k: (np.concatenate([ids, [7, 8, 9]]), np.concatenate([hf, hf[-3:]]), np.concatenate([pre, pre[-3:]]))
-              for k, (ids, hf, pre) in samples.items()}
-    f = compare(write_train(tmp_path / "t.h5", samples), write_serve(tmp_path / "s.h5", longer)).finding("token_padding")
+              for k, (ids, hf, pre) in make_samples(num=4, length=30).items()}
+    f = compare(*pair(tmp_path, states=longer)).finding("token_padding")
     assert f.severity == "info" and f.evidence["sides"] == {"serve": 4}
