@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -28,6 +29,12 @@ from alignprobe.probes.sglang_facts import ServerFacts
 
 # What a capture needs from the engine; the caller's engine options may add the speculative settings.
 ENGINE_DEFAULTS = {"enable_return_hidden_states": True, "disable_radix_cache": True, "chunked_prefill_size": -1}
+
+# numpy reads a .npy header with ast.literal_eval, and CPython 3.11 keeps one AST recursion counter
+# per interpreter: two threads parsing at once can fail with "SystemError: AST constructor recursion
+# depth mismatch" (it did, in CI). The capture loop asks for answers from several threads, so the
+# loads take turns (each is one small local file: the turns cost nothing measurable).
+_NPY_LOAD = threading.Lock()
 
 
 class EngineBackend:
@@ -71,7 +78,8 @@ class DriverBackend:
         if answer is None:
             raise EngineFailed(f"{self.where} answered fewer prompts than it was sent")
         path, cached = answer
-        states = [] if path is None else [np.load(path)]
+        with _NPY_LOAD:
+            states = [] if path is None else [np.load(path)]
         return {"meta_info": {"hidden_states": states, "cached_tokens": cached}}
 
 
