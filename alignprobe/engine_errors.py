@@ -13,7 +13,8 @@ from alignprobe.errors import AlignprobeError, BadInput, first_line
 
 
 class EngineFailed(BadInput):
-    """The inference engine raised while alignprobe drove it."""
+    """The inference engine failed while alignprobe drove it: raised in this process, or crashed, hung
+    or reported an error in its own (the message then says where its log is)."""
 
 
 @contextlib.contextmanager

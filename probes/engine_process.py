@@ -16,15 +16,12 @@ import subprocess
 import sys
 from typing import Any, Mapping
 
+from alignprobe.engine_errors import EngineFailed
 from alignprobe.errors import BadInput
 from alignprobe.probes.engine_side import ENGINE_SIDE_DIR
 
 DEFAULT_TIMEOUT_S = 1800.0  # engine start (torch.compile on a cold cache can take minutes) plus the prompts
 LOG_TAIL_BYTES = 64 * 1024
-
-
-class EngineFailed(BadInput):
-    """The serving engine itself failed; the message names it and says where its log is."""
 
 
 def engine_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -41,7 +41,8 @@ from alignprobe.conventions import map_layer_ids
 from alignprobe.dump import DumpWriter, Provenance, StreamClaim
 from alignprobe.dump.schema import FINAL_NORM_POST, FINAL_NORM_PRE, ROLE_DRAFTER_INPUT, ROLE_FINAL, ROLE_LAYERS
 from alignprobe.errors import BadInput
-from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, EngineFailed, check_engine_python, run_driver
+from alignprobe.engine_errors import EngineFailed
+from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, check_engine_python, run_driver
 from alignprobe.probes.engine_side import LLAMACPP_DRIVER
 # the engine-side driver imports llama_cpp only inside run(): its table of cache types is shared from here
 from alignprobe.probes.engine_side.alignprobe_llamacpp_driver import CACHE_TYPES, FLASH_ATTN

@@ -20,9 +20,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, EngineFailed, run_driver
+from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, run_driver
 from alignprobe.probes.engine_side import SGLANG_DRIVER
-from alignprobe.engine_errors import engine_failure
+from alignprobe.engine_errors import EngineFailed, engine_failure
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_capture import DEFAULT_MAX_NEW_TOKENS, capture_from_backend, resolve_prompts
 from alignprobe.probes.sglang_facts import ServerFacts

@@ -23,7 +23,8 @@ from typing import Any, Mapping, Sequence
 import httpx
 
 from alignprobe.errors import BadInput
-from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, EngineFailed, engine_env, run_driver
+from alignprobe.engine_errors import EngineFailed
+from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, engine_env, run_driver
 from alignprobe.probes.engine_side import VLLM_DRIVER
 # the engine-side driver imports vLLM only inside run(): its config builders are shared from here
 from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_config, transfer_config

@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from alignprobe.errors import BadInput
-from alignprobe.probes.engine_process import EngineFailed, run_driver
+from alignprobe.engine_errors import EngineFailed
+from alignprobe.probes.engine_process import run_driver
 from alignprobe.probes.engine_side import ENGINE_SIDE_DIR
 
 

@@ -88,7 +88,7 @@ def test_each_slice_is_the_state_it_claims(tmp_path, layers):
 
 
 def test_rows_of_other_tokens_are_an_engine_failure(tmp_path):
-    from alignprobe.probes.engine_process import EngineFailed
+    from alignprobe.engine_errors import EngineFailed
 
     prompts = [Prompt("a", [1, 2, 3])]
     answer = driver_answer(str(tmp_path), [Prompt("a", [1, 2, 9])], list(range(N)))

@@ -57,7 +57,7 @@ def test_answers_come_back_whole_when_eight_threads_ask_at_once(backend):
 
 
 def test_a_prompt_the_driver_did_not_answer_is_the_engines_failure(backend):
-    from alignprobe.probes.engine_process import EngineFailed
+    from alignprobe.engine_errors import EngineFailed
 
     driver, _ = backend
     with pytest.raises(EngineFailed, match="answered fewer prompts"):
