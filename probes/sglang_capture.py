@@ -22,9 +22,9 @@ max_new_tokens) -> dict``: the HTTP client (probes/sglang_http.py) and the offli
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
+import contextlib
 import dataclasses
+import functools
 import os
 import time
 from typing import Any, Mapping, Protocol, Sequence
@@ -33,6 +33,7 @@ import numpy as np
 
 from alignprobe.probes.progress import progress_bar
 from alignprobe.dump import DumpWriter, Provenance
+from alignprobe.dump.readahead import read_ahead
 from alignprobe.errors import BadInput
 from alignprobe.safe_json import local_config
 from alignprobe.probes.dump_prompts import prompts_from_dump
@@ -188,28 +189,9 @@ def _in_order(todo, first, ask, in_flight):
     and writing of this one. An error stops the capture at the first failing prompt in order; the
     requests still in flight are cancelled or drained. ``first`` was asked already: its answer is None.
     """
-    with concurrent.futures.ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="sglang-request") as pool:
-        pending: collections.deque = collections.deque()
-        prompts = iter(todo)
-
-        def refill():
-            while len(pending) < in_flight:
-                prompt = next(prompts, None)
-                if prompt is None:
-                    return
-                pending.append((prompt, None if prompt is first else pool.submit(ask, prompt)))
-
-        try:
-            refill()
-            while pending:
-                prompt, future = pending.popleft()
-                answer = None if future is None else future.result()
-                refill()
-                yield prompt, answer
-        finally:
-            for _, future in pending:
-                if future is not None:
-                    future.cancel()
+    loads = [(lambda: None) if prompt is first else functools.partial(ask, prompt) for prompt in todo]
+    with contextlib.closing(read_ahead(loads, in_flight, threads=in_flight)) as answers:
+        yield from zip(todo, answers)
 
 
 # -- one response --------------------------------------------------------------------------------

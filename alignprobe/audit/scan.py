@@ -8,14 +8,12 @@ the GIL, so the disk never waits for the arithmetic.
 
 from __future__ import annotations
 
-import concurrent.futures
-from typing import Iterator
-
 from alignprobe.audit.checks import Scanned, all_checks
 from alignprobe.audit.readahead import Window
 from alignprobe.audit.reading import Unreadable, iter_samples
 from alignprobe.audit.rows import row_facts
 from alignprobe.audit.units import Unit
+from alignprobe.dump.readahead import advance_ahead
 
 
 def scan_unit(unit: Unit, set_threads: bool = True, torch_threads: int = 1, ahead: Window | None = None) -> dict:
@@ -43,7 +41,7 @@ def _scan(unit: Unit, ahead: Window | None = None) -> dict:
     checks = all_checks()
     partials = {c.name: c.empty() for c in checks}
     samples = tokens = 0
-    for item in _prefetched(iter_samples(unit, ahead)):
+    for item in advance_ahead(iter_samples(unit, ahead)):
         if isinstance(item, Unreadable):
             next(c for c in checks if c.name == "unreadable").failed(partials["unreadable"], item.path, item.reason)
             continue
@@ -80,13 +78,3 @@ class InOrderMerge:
         for check in self.checks:
             check.merge(self.merged["checks"][check.name], part["checks"][check.name])
 
-
-def _prefetched(items: Iterator) -> Iterator:
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="audit-read") as pool:
-        pending = pool.submit(next, items, None)
-        while True:
-            item = pending.result()
-            if item is None:
-                return
-            pending = pool.submit(next, items, None)
-            yield item

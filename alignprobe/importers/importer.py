@@ -9,9 +9,9 @@ whose samples hold the same tokens (``ids_from``), so the import pairs with a ca
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
+import contextlib
 import dataclasses
+import functools
 import os
 import shutil
 from typing import Sequence
@@ -23,6 +23,7 @@ from alignprobe.dump import Provenance, StreamClaim, open_dump
 from alignprobe.dump.planned_writer import PlannedDumpWriter
 from alignprobe.dump.encoding import dtype_name
 from alignprobe.dump.reader import PARTIAL_SUFFIX
+from alignprobe.dump.readahead import read_ahead
 from alignprobe.dump.schema import ROLE_DRAFTER_INPUT, ROLE_FINAL
 from alignprobe.errors import BadInput
 from alignprobe.importers.specforge import padding_of
@@ -34,7 +35,7 @@ from alignprobe.importers.sample import ForeignSample
 from alignprobe.probes.prompts import ContentIds, token_sample_id
 
 
-READ_AHEAD_BYTES = 256 << 20  # file bytes read ahead of the one being written (at least one file)
+READ_AHEAD_BYTES = 256 << 20  # file bytes read ahead of the one being written
 NO_FLUSH = 1 << 62  # the writer's flush_tokens when it flushes only at the end
 
 
@@ -290,20 +291,16 @@ def _write_all(plan: ImportPlan, planned, writer: PlannedDumpWriter, progress: b
     sizes = [ref.size for ref in plan.samples]
     # The next files are read in a background thread while this one is written: reads and pwritev
     # release the GIL, so the disk reads while the writes go to the page cache. Files are read ahead
-    # up to READ_AHEAD_BYTES (at least one), so a slow write does not stop the reading. A zip
+    # up to READ_AHEAD_BYTES, so a slow write does not stop the reading. A zip
     # checkpoint is read into the page cache and then loaded mapped, its states written from the
     # mapping: torch.load(mmap=False) copies every storage out of the zip at 0.6 GB/s from memory
     # (benchmarks/README.md, "Import and compare of a foreign folder"); another file is decoded
     # whole in the thread.
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="import-read") as pool:
-        ahead: collections.deque = collections.deque()
-        queued = 0  # the next file to queue
-        for k, (path, (sample_id, length, pad)) in enumerate(tqdm(jobs, desc=f"import {plan.format}", unit="sample",
-                                                                  disable=not progress)):
-            while queued < len(jobs) and (queued <= k or sum(sizes[k + 1 : queued + 1]) <= READ_AHEAD_BYTES):
-                ahead.append(pool.submit(_read_ahead, plan.layout, jobs[queued][0]))
-                queued += 1
-            sample = ahead.popleft().result() or read_sample(plan.layout, path, True)
+    loads = [functools.partial(_read_ahead, plan.layout, ref) for ref in plan.samples]
+    bar = tqdm(jobs, desc=f"import {plan.format}", unit="sample", disable=not progress)
+    with contextlib.closing(read_ahead(loads, sizes=sizes, budget_bytes=READ_AHEAD_BYTES)) as samples:
+        for (path, (sample_id, length, pad)), sample in zip(bar, samples):
+            sample = sample or read_sample(plan.layout, path, True)
             tokens += _write_one(plan, writer, path, sample, sample_id, length, pad)
             del sample
             if pad:
