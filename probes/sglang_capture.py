@@ -110,7 +110,16 @@ def capture_from_backend(
     provenance: Mapping[str, Any] | None = None,
     capture_settings: Mapping[str, Any] | None = None,
 ) -> str:
-    """Capture ``prompts`` through ``backend`` into the dump ``out_path``; returns its path."""
+    """Capture ``prompts`` through ``backend`` into the dump ``out_path``; returns its path.
+
+    ``prompts``: Prompt objects, a dump to take tokens and sample ids from (``--tokens-from``), or a
+    JSONL of ``input_ids`` lines. ``layer_ids``: the drafter's ``eagle_aux_hidden_state_layer_ids``
+    when the server's draft config is not a local folder. ``num_layers``/``hidden_size``/``arch``:
+    the target model's shape and family when its config.json is not local (a dump given as
+    ``prompts`` also supplies the shape). ``in_flight``: requests asked ahead of the one being
+    written. ``max_new_tokens``: 1 by default, since a real SGLang 0.5.23 returns no hidden states
+    at all for 0.
+    """
     if max_new_tokens not in (0, 1):
         raise BadInput(f"max_new_tokens must be 0 or 1 (a prefill), got {max_new_tokens}")
     if in_flight < 1:

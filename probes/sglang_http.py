@@ -17,7 +17,7 @@ import json
 import math
 import os
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import httpx
 
@@ -25,7 +25,7 @@ from alignprobe.errors import BadInput, first_line
 from alignprobe.safe_json import loads_json
 from alignprobe.probes.http_request import broken_off, checked_url, whole_request
 from alignprobe.probes.prompts import Prompt
-from alignprobe.probes.sglang_capture import DEFAULT_IN_FLIGHT, DEFAULT_MAX_NEW_TOKENS, capture_from_backend
+from alignprobe.probes.sglang_capture import DEFAULT_IN_FLIGHT, capture_from_backend
 from alignprobe.probes.decode_workers import DecodeWorkers, worker_count
 from alignprobe.probes.sglang_decode import NotAnAnswer
 from alignprobe.probes.sglang_facts import FLAG_HIDDEN_STATES, ServerFacts
@@ -183,50 +183,21 @@ def capture_sglang(
     timeout: float = DEFAULT_TIMEOUT,
     retries: int = DEFAULT_RETRIES,
     backoff: float = BACKOFF_START,
-    layer_ids: Sequence[int] | None = None,
-    num_layers: int | None = None,
-    hidden_size: int | None = None,
-    arch: str | None = None,
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     in_flight: int = DEFAULT_IN_FLIGHT,
-    sglang_first_id_rule: bool = True,
-    resume: bool = False,
-    overwrite: bool = False,
-    progress: bool = True,
-    provenance: Mapping[str, Any] | None = None,
+    **capture_options: Any,
 ) -> str:
     """Capture ``prompts`` from the SGLang server at ``base_url`` into ``out_path``; returns its path.
 
-    ``prompts``: Prompt objects, a dump to take tokens and sample ids from (``--tokens-from``), or a
-    JSONL of ``input_ids`` lines. ``layer_ids``: the drafter's ``eagle_aux_hidden_state_layer_ids``
-    when the server's draft config is not a local folder. ``num_layers``/``hidden_size``/``arch``:
-    the target model's shape and family when its config.json is not local (a dump given as
-    ``prompts`` also supplies the shape). ``timeout``: seconds for one request; ``retries``: extra
-    attempts after a connection error, timeout or 5xx, ``backoff`` seconds apart at first, doubling.
-    ``in_flight``: requests kept in flight, so the server computes and sends the next answers while
-    this process decodes the last. ``max_new_tokens``: 1 by default, since a real SGLang 0.5.23
-    returns no hidden states at all for 0.
+    ``timeout``: seconds for one request; ``retries``: extra attempts after a connection error,
+    timeout or 5xx, ``backoff`` seconds apart at first, doubling. ``in_flight``: requests kept in
+    flight, so the server computes and sends the next answers while this process decodes the last.
+    The other options are :func:`capture_from_backend`'s (layer ids, the model's shape, resume...).
     """
     backend = HttpBackend(base_url, client=client, timeout=timeout, retries=retries, backoff=backoff,
                           decode_workers=worker_count(in_flight))
     try:
-        return capture_from_backend(
-            backend,
-            prompts,
-            out_path,
-            layer_ids=layer_ids,
-            num_layers=num_layers,
-            hidden_size=hidden_size,
-            arch=arch,
-            max_new_tokens=max_new_tokens,
-            in_flight=in_flight,
-            sglang_first_id_rule=sglang_first_id_rule,
-            resume=resume,
-            overwrite=overwrite,
-            progress=progress,
-            provenance=provenance,
-            capture_settings={"timeout_s": timeout, "retries": retries},
-        )
+        return capture_from_backend(backend, prompts, out_path, in_flight=in_flight,
+                                    capture_settings={"timeout_s": timeout, "retries": retries}, **capture_options)
     finally:
         backend.close()
 
