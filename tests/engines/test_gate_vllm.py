@@ -43,7 +43,7 @@ def vllm_python():
 def vllm_server(vllm_python, engine_work):
     """One vLLM server for the module, running the correct ids, its storage folder already holding a
     file for every prompt (as a data-generation run leaves it: what vllm_dir reads)."""
-    from alignprobe.probes.vllm_drive import server_command
+    from engine_helpers import server_command
 
     root, port = engine_work["root"], free_port()
     url = f"http://127.0.0.1:{port}"

@@ -104,7 +104,7 @@ def test_offline_every_layer_measures_each_index(vllm_python, engine_work):
 
 def test_url_and_from_dir_against_a_real_server_bf16(vllm_python, engine_work):
     from alignprobe.compare.compare import compare
-    from alignprobe.probes.vllm_drive import server_command
+    from engine_helpers import server_command
 
     root, port = engine_work["root"], free_port()
     url = f"http://127.0.0.1:{port}"

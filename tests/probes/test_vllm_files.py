@@ -23,7 +23,8 @@ from alignprobe.errors import BadInput
 from alignprobe.probes.hf import capture_hf
 from alignprobe.probes.hf_states import forward_states
 from alignprobe.probes.prompts import Prompt, token_sample_id
-from alignprobe.probes.vllm_drive import request_files, server_flags
+from alignprobe.probes.vllm_drive import request_files
+from engine_helpers import server_flags
 from alignprobe.probes.vllm_files import capture_vllm_files
 from alignprobe.demo.tiny_models import synthetic_corpus, tiny_llama
 

@@ -4,7 +4,7 @@ A capture keeps such a sample (its rows at the positions they were computed for,
 suffix, NaN placeholders before them) and marks it in the dump (alignprobe/dump/marks.py); pairing
 compares only the rows returned (compare/pairing.py). This finding names the samples, how many rows
 came back, and the engine setting that cuts them: SGLang's radix cache returns only the rows after
-the cached prefix and chunked prefill only the last chunk (shared/CONVENTIONS.md); vLLM's hidden-
+the cached prefix and chunked prefill only the last chunk (docs/dump-format.md, "Marks"); vLLM's hidden-
 states connector gets only the tokens it computes, so a prefix-cache hit leaves the prefix out.
 A warning: the rows that were compared are judged as usual, but the missing ones were not seen.
 """
