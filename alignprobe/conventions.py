@@ -136,7 +136,10 @@ def default_layer_ids(system: str, num_layers: int) -> tuple[int, ...]:
         "llamacpp": (2, n // 2, n - 3),  # convert_hf_to_gguf.py's, for a drafter config without ids
         "lmdeploy": (2, n // 2, n - 3),  # not a default: the only taps it has
     }
-    return defaults[_known(system)]
+    system = _known(system)
+    if system not in defaults:  # NO_DEFAULT_IDS
+        raise BadInput(f"{system} has no default layer ids (its runs record or compute their own): give the ids it used")
+    return defaults[system]
 
 
 DEEPSEEK_ARCHS = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25")

@@ -3,6 +3,7 @@
 import pytest
 
 from alignprobe.conventions import (
+    NO_DEFAULT_IDS,
     SOURCES,
     default_layer_ids,
     eagle3_hf_indices,
@@ -111,6 +112,15 @@ def test_unknown_system_and_empty_ids_are_bad_input():
         map_layer_ids("tgi", [1], 8)
     with pytest.raises(BadInput, match="no layer ids"):
         map_layer_ids("vllm", [], 8)
+
+
+@pytest.mark.parametrize("system", NO_DEFAULT_IDS)
+def test_a_system_without_default_ids_asks_for_them(system):
+    # a notebook's map_layer_ids(system, None, n) once ended in a KeyError (an internal error)
+    with pytest.raises(BadInput, match="no default layer ids"):
+        default_layer_ids(system, 32)
+    with pytest.raises(BadInput, match="no default layer ids"):
+        map_layer_ids(system, None, 32)
 
 
 def test_every_rule_names_its_source():
