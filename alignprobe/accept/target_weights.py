@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 
 from alignprobe.errors import BadInput
-from alignprobe.safe_json import flag_config
+from alignprobe.safe_json import flag_config, load_json_file
 
 EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight", "model.language_model.embed_tokens.weight")
 LM_HEAD_NAMES = ("lm_head.weight", "model.lm_head.weight", "language_model.lm_head.weight")
@@ -60,12 +59,11 @@ def _shard_of(path: str) -> dict[str, str]:
     """Tensor name -> file, from the index when there is one, else by opening each file's header."""
     index = os.path.join(path, "model.safetensors.index.json")
     if os.path.isfile(index):
-        try:
-            with open(index) as fh:
-                weight_map = json.load(fh)["weight_map"]
-            return {name: os.path.join(path, shard) for name, shard in weight_map.items()}
-        except (OSError, ValueError, KeyError) as exc:
-            raise BadInput(f"--target {index}: not a safetensors index ({exc})") from None
+        weight_map = load_json_file(index, "--target safetensors index")
+        weight_map = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise BadInput(f"--target {index}: not a safetensors index (no weight_map of tensor -> file)")
+        return {name: os.path.join(path, shard) for name, shard in weight_map.items()}
     from safetensors import safe_open
 
     files = sorted(glob.glob(os.path.join(path, "*.safetensors")))

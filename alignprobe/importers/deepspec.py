@@ -18,16 +18,16 @@ the last state is the backbone's ``last_hidden_state``: post-norm.
 from __future__ import annotations
 
 import functools
-import json
 import os
 
 import numpy as np
 import torch
 
 from alignprobe.dump.schema import FINAL_NORM_POST
-from alignprobe.errors import BadInput
+from alignprobe.errors import BadInput, first_line
 from alignprobe.importers.layout import Layout, SampleRef
 from alignprobe.importers.sample import ForeignSample
+from alignprobe.safe_json import load_json_file
 
 MANIFEST, INDEX = "manifest.json", "samples.idx"
 VERSION = 2
@@ -40,10 +40,9 @@ HIDDEN_DTYPES = {"bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3f
 def _manifest(folder: str, stamp: tuple[int, int]) -> dict:
     path = os.path.join(folder, MANIFEST)
     try:
-        with open(path, encoding="utf-8") as fh:
-            manifest = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"{path}: not a readable DeepSpec manifest ({exc})") from None
+        manifest = load_json_file(path, "DeepSpec manifest")
+    except BadInput as exc:
+        raise BadInput(f"not a readable DeepSpec manifest: {first_line(exc)}") from None
     required = {"version", "num_samples", "target_layer_ids", "hidden_size", "hidden_dtype", "token_dtype",
                 "mask_dtype", "index_record_size", "shards"}
     missing = sorted(required - set(manifest)) if isinstance(manifest, dict) else sorted(required)

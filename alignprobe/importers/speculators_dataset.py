@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import functools
 import glob
-import json
 import os
 import re
 
 import numpy as np
+
+from alignprobe.errors import BadInput
+from alignprobe.safe_json import load_json_file
 
 INDEX = re.compile(r"hs_(\d+)\.safetensors$")
 
@@ -55,11 +57,10 @@ def _table(folder: str, stamp: tuple):
 
 def _arrow_files(folder: str) -> list[str]:
     state = os.path.join(folder, "state.json")
-    try:
-        with open(state, encoding="utf-8") as fh:
-            names = [entry["filename"] for entry in json.load(fh)["_data_files"]]
+    try:  # the dataset's own list of its files, when it is readable; else its files by name
+        names = [entry["filename"] for entry in load_json_file(state, "datasets state.json")["_data_files"]]
         return [os.path.join(folder, name) for name in names]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (BadInput, KeyError, TypeError):
         pass
     files = sorted(glob.glob(os.path.join(folder, "data-*.arrow")))
     if not files:

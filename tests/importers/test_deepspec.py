@@ -110,3 +110,14 @@ def test_refusals(tmp_path):
     os.truncate(os.path.join(broken, "shard-00001.bin"), 100)
     with pytest.raises(BadInput, match="past the end"):
         import_source(broken, tmp_path / "b.h5", num_layers=N, progress=False)
+
+
+@pytest.mark.parametrize("text, said", [("{\"version\": NaN}", "NaN"), ("[" * 100_000 + "]" * 100_000, "nested"),
+                                        ("{\"version\": 1e999}", "1e999"), ("{", "not JSON")])
+def test_a_manifest_that_is_not_plain_json_is_one_line(tmp_path, text, said):
+    train = write_target_cache(str(tmp_path / "cache"))
+    with open(os.path.join(train, "manifest.json"), "w") as fh:
+        fh.write(text)
+    with pytest.raises(BadInput, match="not a readable DeepSpec manifest") as info:
+        open_source(train, in_place=True, num_layers=N)
+    assert said in str(info.value)
