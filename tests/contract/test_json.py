@@ -146,3 +146,27 @@ def test_vllm_replies_are_one_line(body):
     with pytest.raises(BadInput) as info:
         request_files("http://127.0.0.1:1", "m", [Prompt("a", [1, 2])], client=httpx.Client(transport=transport))
     assert "\n" not in str(info.value)
+
+
+# Files alignprobe wrote itself (journals, manifests, its driver's answer, its own result records) and
+# the stdlib call the checked reader wraps; every other JSON from outside is read by safe_json.
+OWN_JSON = {"alignprobe/safe_json.py", "alignprobe/audit/journal.py", "alignprobe/dump/planned_writer.py",
+            "alignprobe/dump/writer.py", "alignprobe/report/error_outputs.py", "alignprobe/compare/result.py",
+            "alignprobe/audit/result.py", "alignprobe/cli/engine_args.py", "probes/engine_process.py"}
+
+
+def test_no_reader_of_outside_json_bypasses_safe_json():
+    import ast
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    bypass = []
+    for path in sorted([*root.joinpath("alignprobe").rglob("*.py"), *root.joinpath("probes").rglob("*.py")]):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("alignprobe/probes/", "probes/engine_side/")) or rel in OWN_JSON:
+            continue  # the symlink to probes/; the drivers run inside the engine's Python
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("load", "loads")
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "json"):
+                bypass.append(f"{rel}:{node.lineno}")
+    assert not bypass, f"JSON read without alignprobe.safe_json: {bypass}"
