@@ -54,10 +54,20 @@ def refuse_redirect(response: httpx.Response, url: str) -> None:
                        "address of the server itself (alignprobe does not follow redirects)")
 
 
-def broken_off(exc: httpx.ProtocolError) -> str:
-    """What a protocol error means to the user: the server was reached but broke off its answer (or
-    broke HTTP), so "cannot reach" would send them looking at the wrong thing."""
-    return f"the server broke off its answer or broke HTTP ({type(exc).__name__}: {first_line(exc)})"
+def http_failure(exc: httpx.HTTPError, url: str, engine: str, timeout: float, after: str = "") -> BadInput:
+    """One line for a request to ``engine``'s server that failed on the wire; ``after`` (e.g. " after 2
+    attempts") where it was retried. A protocol error is its own line: the server was reached but broke
+    off its answer (or broke HTTP), so "cannot reach" would send the user looking at the wrong thing."""
+    what = f"{type(exc).__name__}: {first_line(exc)}"
+    if isinstance(exc, httpx.TimeoutException):
+        return BadInput(f"{url}: no answer within {timeout:g} s, for the whole answer{after}; raise --timeout or "
+                        f"check the {engine} server's load")
+    if isinstance(exc, httpx.ProtocolError):
+        return BadInput(f"{url}: the server broke off its answer or broke HTTP ({what}){after}; check the {engine} "
+                        "server's log")
+    if isinstance(exc, httpx.TransportError):
+        return BadInput(f"{url}: cannot reach the {engine} server ({what}){after}; is it running on that host and port?")
+    return BadInput(f"{url}: the {engine} server's answer is malformed ({what})")
 
 
 def check_health(base_url: str, engine: str, timeout: float = 10.0, client: httpx.Client | None = None) -> None:
@@ -67,12 +77,8 @@ def check_health(base_url: str, engine: str, timeout: float = 10.0, client: http
     client = client or httpx.Client(timeout=timeout)
     try:
         response = whole_request(client, "GET", url, None, timeout)
-    except httpx.TimeoutException:
-        raise BadInput(f"{url}: the {engine} server did not answer within {timeout:g} s; is it running?") from None
-    except httpx.TransportError as exc:
-        raise BadInput(f"{url}: cannot reach the {engine} server ({type(exc).__name__}); is it running?") from None
     except httpx.HTTPError as exc:
-        raise BadInput(f"{url}: the {engine} server's answer is malformed ({type(exc).__name__})") from None
+        raise http_failure(exc, url, engine, timeout) from None
     finally:
         if own:
             client.close()

@@ -23,7 +23,7 @@ import httpx
 
 from alignprobe.errors import BadInput, first_line
 from alignprobe.safe_json import loads_json
-from alignprobe.probes.http_request import broken_off, checked_url, whole_request
+from alignprobe.probes.http_request import checked_url, http_failure, whole_request
 from alignprobe.probes.prompts import Prompt
 from alignprobe.probes.sglang_capture import DEFAULT_IN_FLIGHT, capture_from_backend
 from alignprobe.probes.decode_workers import DecodeWorkers, worker_count
@@ -129,23 +129,10 @@ class HttpBackend:
             tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
             try:
                 response = whole_request(self._client, method, url, body, self.timeout)
-            except httpx.TimeoutException:
-                if last:
-                    raise BadInput(
-                        f"{url}: no answer within {self.timeout:g} s, for the whole answer ({tries}); "
-                        "raise --timeout or check the server's load"
-                    ) from None
-            except httpx.ProtocolError as exc:  # reached, but the answer broke off (a crash mid-body) or is not HTTP
-                if last:
-                    raise BadInput(f"{url}: {broken_off(exc)} after {tries}; check the server's log") from None
-            except httpx.TransportError as exc:
-                if last:
-                    raise BadInput(
-                        f"{url}: cannot reach the SGLang server ({type(exc).__name__}: {first_line(exc)}) after "
-                        f"{tries}; is it running on that host and port?"
-                    ) from None
-            except httpx.HTTPError as exc:  # a malformed answer (bad headers, a broken chunked body)
-                raise BadInput(f"{url}: the server's answer is malformed ({type(exc).__name__}: {first_line(exc)})") from None
+            except httpx.HTTPError as exc:
+                # a connection error, a timeout or a broken-off answer may pass; a malformed one will not
+                if last or not isinstance(exc, httpx.TransportError):
+                    raise http_failure(exc, url, "SGLang", self.timeout, f" after {tries}") from None
             else:
                 if response.status_code < 500 or last:
                     return self._checked(response, url, tries)

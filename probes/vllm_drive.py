@@ -25,7 +25,7 @@ from alignprobe.errors import BadInput
 from alignprobe.engine_errors import EngineFailed
 from alignprobe.probes.engine_process import DEFAULT_TIMEOUT_S, run_driver
 from alignprobe.probes.engine_side import VLLM_DRIVER
-from alignprobe.probes.http_request import broken_off, checked_url, whole_request
+from alignprobe.probes.http_request import checked_url, http_failure, whole_request
 from alignprobe.safe_json import loads_json, local_config
 from alignprobe.probes.prompts import Prompt
 from alignprobe.importers.vllm_connector import is_locked
@@ -54,14 +54,8 @@ def request_files(
             body = {"model": model, "prompt": prompt.token_ids, "max_tokens": 1, "return_token_ids": True}
             try:
                 response = whole_request(client, "POST", url, body, timeout)
-            except httpx.TimeoutException:
-                raise EngineFailed(f"vLLM server {url}: no answer within {timeout:g} s; raise --timeout") from None
-            except httpx.ProtocolError as exc:
-                raise BadInput(f"{url}: {broken_off(exc)}; check the server's log") from None
-            except httpx.TransportError as exc:
-                raise BadInput(f"{url}: cannot reach the vLLM server ({type(exc).__name__}); is it running?") from None
             except httpx.HTTPError as exc:
-                raise BadInput(f"{url}: the server's answer is malformed ({type(exc).__name__})") from None
+                raise http_failure(exc, url, "vLLM", timeout) from None
             paths.append(_hidden_states_path(response, url, prompt))
     finally:
         if own:
