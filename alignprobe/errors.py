@@ -8,6 +8,8 @@ Library callers (notebooks) catch :class:`AlignprobeError` like any exception.
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_BAD_INPUT = 2
+EXIT_BUG = 3  # an internal error: alignprobe's fault, reported as one line
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a process killed by SIGINT
 
 
 class AlignprobeError(Exception):

@@ -25,7 +25,7 @@ import signal
 import sys
 import threading
 
-EXIT_INTERRUPTED = 130
+from alignprobe.errors import EXIT_INTERRUPTED  # stdlib only, as this module must be
 LINE = b"alignprobe: interrupted\n"
 
 _IMPORTING, _RUNNING, _DONE = "importing", "running", "done"

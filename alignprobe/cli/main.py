@@ -15,11 +15,9 @@ import click
 
 from alignprobe.version import __version__
 from alignprobe.cli.json_output import write_error_json
-from alignprobe.errors import EXIT_BAD_INPUT, AlignprobeError, first_line, printable_line
+from alignprobe.errors import EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED, AlignprobeError, first_line, printable_line
 from alignprobe.safe_paths import BadOutputPath
 
-EXIT_BUG = 3
-EXIT_INTERRUPTED = 130
 
 
 class _Interrupted(Exception):

@@ -22,10 +22,6 @@ class Code:
     group: str  # what kind of check: the JUnit class name and the docs section
     doc: str  # docs page and anchor
 
-    @property
-    def anchor(self) -> str:
-        return self.doc.partition("#")[2]
-
 
 def _c(name: str, severity: Severity, judges: tuple[str, ...], group: str, page: str = "docs/findings.md") -> Code:
     return Code(name, severity, judges, group, f"{page}#{name}")

@@ -11,11 +11,9 @@ import dataclasses
 import json
 from typing import Any, Sequence
 
-from alignprobe.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS
+from alignprobe.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_PASS
 from alignprobe.findings.record import Finding
 from alignprobe.findings.severity import SEVERITY_RANK
-
-EXIT_INTERRUPTED = 130
 
 
 @dataclasses.dataclass(frozen=True)

@@ -68,6 +68,3 @@ class Finding:
         """This finding with ``note`` added (once: a note of the same code is not added twice)."""
         return self if self.has_note(note.code) else dataclasses.replace(self, notes=self.notes + (note,))
 
-    def with_evidence(self, **more: Any) -> "Finding":
-        return dataclasses.replace(self, evidence={**self.evidence, **more})
-
