@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-
 import click
 
 from alignprobe.cli.options import FINITE, FINITE_NONNEGATIVE, MAX_DRAFT_TOKENS
 from alignprobe.errors import EXIT_FAIL, EXIT_PASS
-from alignprobe.safe_paths import output_file, refuse_overlap, write_text_atomic
+from alignprobe.cli.json_output import forget_json_path, json_option, people_echo
+from alignprobe.safe_paths import output_file, refuse_overlap
 
 
 @click.command()
@@ -27,7 +27,7 @@ from alignprobe.safe_paths import output_file, refuse_overlap, write_text_atomic
               help="Score chain starts from this position of each sample on (dumps of prompt + generated text: "
               "the prompt length - 1, where an engine starts drafting).")
 @click.option("--no-explain", is_flag=True, help="Skip the comparison that names the finding behind a loss.")
-@click.option("--json", "json_path", type=click.Path(), help="Write the AcceptResult here.")
+@json_option("Write the AcceptResult here.")
 @click.option("--fail-cost", default=None, type=FINITE, metavar="AL",
               help="Exit 1 when serving costs more than this accept length (default: exit 1 only on a drafter error).")
 @click.option("--device", default="cpu", show_default=True, help="Torch device the drafter runs on.")
@@ -36,14 +36,16 @@ def accept(drafter, train_dump, serve_dump, target, num_draft_tokens, temperatur
     """Run the drafter on both dumps; predict the accept length per draft position and what serving costs."""
     from alignprobe.accept import accept as run_accept
     from alignprobe.accept.summary import format_accept
+    from alignprobe.report.outputs import write_json
 
-    if json_path is not None:  # before the drafter runs: never a result written over an input
+    if json_path is not None and json_path != "-":  # before the drafter runs: never a result written over an input
         refuse_overlap({"--json": output_file(json_path, "--json")},
                        {"--drafter": drafter, "--train-dump": train_dump, "--serve-dump": serve_dump, "--target": target})
     result = run_accept(drafter, train_dump, serve_dump, target=target, num_draft_tokens=num_draft_tokens,
                         temperature=temperature, max_tokens=max_tokens, device=device, explain=not no_explain, score_from=score_from)
     if json_path:
-        write_text_atomic(json_path, result.to_json(), "--json")
-    click.echo(format_accept(result))
+        write_json(json_path, result.to_json())
+        forget_json_path()
+    people_echo(json_path)(format_accept(result))
     failed = result.worst_severity == "error" or (fail_cost is not None and not result.cost <= fail_cost)
     return EXIT_FAIL if failed else EXIT_PASS

@@ -6,6 +6,7 @@ import os
 
 import click
 
+from alignprobe.cli.json_output import forget_json_path, json_option, people_echo
 from alignprobe.errors import EXIT_FAIL, EXIT_PASS, BadInput
 
 JOURNAL_NAME = "audit.journal.jsonl"
@@ -13,7 +14,7 @@ JOURNAL_NAME = "audit.journal.jsonl"
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the full result here.")
+@json_option("Write the full result here.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False),
               help="Write report.html, summary.md, result.json and junit.xml into this folder.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write a JUnit XML file here.")
@@ -35,6 +36,7 @@ def audit(paths, json_path, report_dir, junit_path, workers, scheduler, override
     from alignprobe.audit.render.markdown import format_summary
     from alignprobe.audit.render.writer import write_audit_report
     from alignprobe.findings.tolerances import parse_overrides
+    from alignprobe.report.outputs import write_json
     from alignprobe.safe_paths import write_text_atomic
 
     if workers and scheduler:
@@ -45,19 +47,21 @@ def audit(paths, json_path, report_dir, junit_path, workers, scheduler, override
     result = run_audit(list(paths), policy=policy, workers=workers, scheduler=scheduler, journal=journal,
                        progress=not no_progress)
     if json_path:
-        write_text_atomic(json_path, result.to_json(), "audit report")
+        write_json(json_path, result.to_json())
+        forget_json_path()
     if junit_path:
         write_text_atomic(junit_path, render_junit(result, strict), "audit report")
-    click.echo(format_summary(result))
+    echo = people_echo(json_path)
+    echo(format_summary(result))
     if report_dir is not None:
-        click.echo(f"report: {write_audit_report(result, report_dir, strict).html}")
+        echo(f"report: {write_audit_report(result, report_dir, strict).html}")
     return EXIT_PASS if result.passed(strict=strict) else EXIT_FAIL
 
 
 def _journal_path(json_path, report_dir) -> str | None:
     if report_dir is not None:
         return os.path.join(report_dir, JOURNAL_NAME)
-    return json_path + ".journal" if json_path else None
+    return json_path + ".journal" if json_path and json_path != "-" else None
 
 
 def _refuse_bad_paths(paths, json_path, report_dir, junit_path) -> None:
@@ -66,7 +70,7 @@ def _refuse_bad_paths(paths, json_path, report_dir, junit_path) -> None:
     from alignprobe.audit.render.writer import REPORT_NAMES
     from alignprobe.safe_paths import output_file, refuse_overlap, refuse_unusable_name
 
-    outputs = {"--json": output_file(json_path, "--json") if json_path is not None else None,
+    outputs = {"--json": output_file(json_path, "--json") if json_path not in (None, "-") else None,
                "--junit": output_file(junit_path, "--junit") if junit_path is not None else None}
     if report_dir is not None:
         refuse_unusable_name(report_dir, "--report")

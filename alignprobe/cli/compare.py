@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from alignprobe.cli.json_output import forget_json_path, json_option
+from alignprobe.cli.json_output import forget_json_path, json_option, people_echo
 from alignprobe.cli.options import NUM_LAYERS
 from alignprobe.cli.terminal import RowsBar, use_colour
 from alignprobe.compare import compare as run_compare
@@ -99,13 +99,6 @@ def compare(positional, train_dump, serve_dump, serve_layer_ids, train_layer_ids
 
         people_echo(json_path)(format_accept(predicted) + "\n")
     return finish(result, outputs, quiet=quiet, verbose=verbose)
-
-
-def people_echo(json_path):
-    """Where lines for people go: stdout, or stderr when ``--json -`` takes stdout for the JSON."""
-    from alignprobe.report.outputs import STDOUT
-
-    return (lambda line: click.echo(line, err=True)) if json_path == STDOUT else click.echo
 
 
 def finish(result, outputs, *, quiet: bool, verbose: bool) -> int:

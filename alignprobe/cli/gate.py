@@ -10,7 +10,8 @@ import sys
 
 import click
 
-from alignprobe.cli.compare import finish, people_echo
+from alignprobe.cli.compare import finish
+from alignprobe.cli.json_output import people_echo
 from alignprobe.cli.json_output import forget_json_path, json_option
 from alignprobe.cli.terminal import RowsBar
 from alignprobe.errors import BadInput

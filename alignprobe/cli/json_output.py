@@ -26,6 +26,11 @@ def json_option(help_text: str):
                         help=help_text + " '-' writes it to stdout (the summary then goes to stderr).")
 
 
+def people_echo(json_path):
+    """Where lines for people go: stdout, or stderr when ``--json -`` takes stdout for the JSON."""
+    return (lambda line: click.echo(line, err=True)) if json_path == "-" else click.echo
+
+
 def forget_json_path() -> None:
     """A result was written: an error after it (there is none today) must not replace it."""
     _pending.pop("path", None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -176,6 +177,14 @@ def test_cli_exit_codes_and_report_files(faulty, clean, tmp_path):
     assert bad.exit_code == 2 and "no such file" in bad.output
     bad = runner.invoke(cli, ["audit", clean["dump"], "--set", "nope=1", "--no-progress"])
     assert bad.exit_code == 2 and "not an audit setting" in bad.output
+
+
+def test_cli_json_dash_is_stdout_and_no_journal_named_dash(clean, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(cli, ["audit", clean["dump"], "--json", "-", "--no-progress"])
+    assert out.exit_code == 0, out.stderr
+    assert json.loads(out.stdout)["verdict"] == "PASS"  # stdout is the JSON alone; the summary went to stderr
+    assert "PASS" in out.stderr and not os.listdir(tmp_path)  # no file "-", no "-.journal"
 
 
 def test_a_damaged_file_is_named_and_the_rest_read(clean, tmp_path):

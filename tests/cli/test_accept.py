@@ -63,3 +63,17 @@ def test_compare_with_drafter_puts_the_prediction_in_the_report(tiny):
     assert "Predicted accept length" in html and html.count("<td>train</td>") == 1 and "<td>serve</td>" in html
     result = CompareResult.from_json((report / "result.json").read_text())
     assert result.accept["serve"]["per_position"] and result.accept["explained_by"] == "layer_offset"
+
+
+def test_json_dash_is_stdout_and_bad_input_still_writes_the_json(tiny):
+    root, target, train, shifted, drafter = tiny
+    done = _run("accept", "--drafter", drafter, "--train-dump", train, "--serve-dump", train, "--target", target,
+                "--json", "-", "--no-explain")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["serve"]["per_position"]  # stdout is the JSON alone
+    assert "cost about" in done.stderr and not (root / "-").exists()
+    error = root / "error.json"
+    done = _run("accept", "--drafter", drafter, "--train-dump", train, "--serve-dump", shifted, "--json", str(error))
+    assert done.returncode == 2 and "give --target" in done.stderr
+    raw = json.loads(error.read_text())
+    assert raw["verdict"] is None and raw["exit_code"] == 2 and "give --target" in raw["error"]
