@@ -53,3 +53,12 @@ def _notes(finding: Finding) -> tuple[Note, ...]:
     # A record of the finding shape without notes or a subject (a judge's own mutable finding, before
     # it makes findings.Finding records) renders as its owner's text alone.
     return getattr(finding, "notes", ())
+
+
+def markdown_cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell or list item of a CI comment."""
+    # GitHub renders HTML inside a comment: a title quoting a tag must not become one. Only "<" opens
+    # a tag, so ">" stays as typed ("rel-RMS >= 0.07" reads as written, in the raw file too); "<="
+    # and ">=" become their signs so no "<" is left to escape in a comparison.
+    text = str(text).replace("<=", "≤").replace(">=", "≥")
+    return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")

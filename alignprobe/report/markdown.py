@@ -6,6 +6,7 @@ import math
 
 from alignprobe.compare.result import CompareResult, StreamComparison
 from alignprobe.findings import render
+from alignprobe.findings.render import markdown_cell
 from alignprobe.findings.evidence_text import evidence_value
 from alignprobe.report.format import format_number
 
@@ -30,7 +31,7 @@ def render_markdown(result: CompareResult, report_name: str = "report.html") -> 
     shown = result.findings[:MAX_FINDINGS]
     if shown:
         lines += ["| severity | code | finding |", "|---|---|---|"]
-        lines += [f"| {f.severity} | `{f.code}` | {_cell(render.title(f))} |" for f in shown]
+        lines += [f"| {f.severity} | `{f.code}` | {markdown_cell(render.title(f))} |" for f in shown]
         if len(result.findings) > len(shown):
             lines.append(f"| | | and {len(result.findings) - len(shown)} more in {report_name} |")
         lines.append("")
@@ -39,7 +40,7 @@ def render_markdown(result: CompareResult, report_name: str = "report.html") -> 
                 continue
             evidence = ", ".join(f"{k}={evidence_value(v)}" for k, v in _short_evidence(f.evidence))
             fix = render.fix(f)
-            lines.append(f"- **`{f.code}`**" + (f" ({_cell(evidence)})" if evidence else "") + (f": {fix}" if fix else ""))
+            lines.append(f"- **`{f.code}`**" + (f" ({markdown_cell(evidence)})" if evidence else "") + (f": {fix}" if fix else ""))
         lines.append("")
     else:
         lines += ["No findings: every check passed.", ""]
@@ -47,7 +48,7 @@ def render_markdown(result: CompareResult, report_name: str = "report.html") -> 
     if worst:
         lines += [*worst, ""]
     if result.notes:
-        lines += ["Notes (what was assumed or not checked):", *[f"- {_cell(n)}" for n in result.notes], ""]
+        lines += ["Notes (what was assumed or not checked):", *[f"- {markdown_cell(n)}" for n in result.notes], ""]
     lines.append(f"Full report with plots: [{report_name}]({report_name}).")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -79,9 +80,3 @@ def _short_evidence(evidence: dict) -> list[tuple[str, object]]:
     return out
 
 
-def _cell(text: str) -> str:
-    # GitHub renders HTML inside a comment: a title quoting a tag must not become one. Only "<" opens
-    # a tag, so ">" stays as typed ("rel-RMS >= 0.07" reads as written, in the raw file too); "<="
-    # and ">=" become their signs so no "<" is left to escape in a comparison.
-    text = str(text).replace("<=", "≤").replace(">=", "≥")
-    return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
