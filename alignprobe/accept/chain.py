@@ -47,14 +47,6 @@ class ChainTally:
         return [c / self.starts for c in self.chained] if self.starts else [float("nan")] * self.steps
 
     @property
-    def conditional(self) -> list[float]:
-        rates, before = [], float(self.starts)
-        for c in self.chained:
-            rates.append(c / before if before else float("nan"))
-            before = c
-        return rates
-
-    @property
     def top1_rate(self) -> list[float]:
         return [c / self.starts for c in self.top1] if self.starts else [float("nan")] * self.steps
 
@@ -124,6 +116,15 @@ class EngineWalk:
     @property
     def expected_accept_length(self) -> float:
         return 1.0 + sum(self.expected) / self.drafts if self.drafts else float("nan")
+
+
+def conditional_rates(per_position: list[float]) -> list[float]:
+    """Position j's acceptance given positions 1..j-1 were accepted (the per-position rates' ratios)."""
+    rates, before = [], 1.0
+    for p in per_position:
+        rates.append(p / before if before else float("nan"))
+        before = p
+    return rates
 
 
 def _matched_before(correct):

@@ -80,9 +80,7 @@ class AcceptResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: a NaN is written "nan" (findings/jsonable.py); a side not predicted is null."""
-        raw = {f.name: [render.to_dict(x) for x in self.findings] if f.name == "findings" else jsonable(getattr(self, f.name))
-               for f in dataclasses.fields(self)}
-        return {**raw, "cost": jsonable(self.cost)}
+        return {**render.record_dict(self), "cost": jsonable(self.cost)}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)

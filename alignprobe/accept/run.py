@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from alignprobe.accept.chain import ChainTally, EngineWalk, draft_acceptance
+from alignprobe.accept.chain import ChainTally, EngineWalk, conditional_rates, draft_acceptance
 from alignprobe.accept.checkpoint import DrafterCheckpoint, load_drafter
 from alignprobe.accept.checks import check_drafter, unrunnable_width
 from alignprobe.accept.result import AcceptResult, SideAccept
@@ -255,19 +255,11 @@ def _run_side(model, dump, stream, own, lm_head, steps, temperature, max_tokens,
     return SideAccept(
         dump=str(dump.path), stream=stream, hf_indices=list(claim.hf_indices),
         fed="fc over the aux concat" if (claim.width == model.ckpt.fc_input_width or columns is not None) else "H-wide state, fc skipped",
-        starts=greedy.starts, samples=samples, per_position=walk.per_position, conditional=_conditional(walk.per_position),
+        starts=greedy.starts, samples=samples, per_position=walk.per_position, conditional=conditional_rates(walk.per_position),
         top1=greedy.top1_rate, accept_length=walk.accept_length, drafts=walk.drafts,
         all_starts_per_position=greedy.per_position, all_starts_accept_length=greedy.accept_length, temperature=temperature,
         sampled_per_position=walk.expected_per_position if final is not None else None,
         sampled_accept_length=walk.expected_accept_length if final is not None else None, notes=notes)
-
-
-def _conditional(per_position: list[float]) -> list[float]:
-    rates, before = [], 1.0
-    for p in per_position:
-        rates.append(p / before if before else float("nan"))
-        before = p
-    return rates
 
 
 def _keep(own, sid, dump, train, index, length):

@@ -20,7 +20,7 @@ from typing import Any
 
 from alignprobe.findings import Finding, render
 from alignprobe.findings import exit_status
-from alignprobe.findings.jsonable import jsonable, number
+from alignprobe.findings.jsonable import number
 
 
 @dataclasses.dataclass
@@ -79,8 +79,7 @@ class AuditResult:
         return next((f for f in self.findings if f.code == code), None)
 
     def to_dict(self) -> dict:
-        return {f.name: [render.to_dict(x) for x in self.findings] if f.name == "findings" else jsonable(getattr(self, f.name))
-                for f in dataclasses.fields(self)}
+        return render.record_dict(self)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True, allow_nan=False)

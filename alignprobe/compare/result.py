@@ -69,7 +69,6 @@ from typing import Any, Callable
 
 from alignprobe.findings import Finding, render
 from alignprobe.findings.exit_status import passed
-from alignprobe.findings.jsonable import jsonable
 from alignprobe.findings.severity import SEVERITY_RANK, VERDICTS  # read from here by report, audit, accept
 
 
@@ -291,8 +290,7 @@ class CompareResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The result.json form: findings as findings/render.py writes them, numbers as findings/jsonable.py."""
-        return {f.name: [render.to_dict(x) for x in self.findings] if f.name == "findings" else jsonable(getattr(self, f.name))
-                for f in dataclasses.fields(self)}
+        return render.record_dict(self)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)

@@ -6,6 +6,7 @@ builds a finding's text itself.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from alignprobe.findings.jsonable import jsonable
@@ -37,6 +38,13 @@ def to_dict(finding: Finding) -> dict[str, Any]:
     if notes:
         out["own"] = {"title": finding.title, "fix": finding.fix}
     return out
+
+
+def record_dict(record: Any) -> dict[str, Any]:
+    """A result record (a dataclass whose ``findings`` are findings) as its JSON object: findings as
+    :func:`to_dict` writes them, everything else as findings/jsonable.py does."""
+    return {f.name: [to_dict(x) for x in record.findings] if f.name == "findings" else jsonable(getattr(record, f.name))
+            for f in dataclasses.fields(record)}
 
 
 def from_dict(raw: dict[str, Any]) -> Finding:

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from alignprobe.accept.chain import ChainTally, draft_acceptance
+from alignprobe.accept.chain import ChainTally, conditional_rates, draft_acceptance
 
 
 def accept_length_from_rates(conditional: list[float]) -> float:
@@ -24,7 +24,7 @@ def test_tally_matches_the_textbook_formula_and_counts_chains():
     # chains: t0 accepts 2 (step 3 rejected), t1 accepts 1, t2 accepts 0, t3 accepts 3, t4 accepts 1
     assert tally.per_position == [4 / 5, 2 / 5, 1 / 5]
     assert math.isclose(tally.accept_length, 1 + (2 + 1 + 0 + 3 + 1) / 5)
-    assert math.isclose(accept_length_from_rates(tally.conditional), tally.accept_length)
+    assert math.isclose(accept_length_from_rates(conditional_rates(tally.per_position)), tally.accept_length)
     assert tally.top1_rate == [4 / 5, 3 / 5, 4 / 5]
 
 
