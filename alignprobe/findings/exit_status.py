@@ -50,11 +50,15 @@ def with_status(record: dict[str, Any], status: ExitStatus) -> dict[str, Any]:
     return {**record, "exit_code": status.code, "exit_reason": status.reason}
 
 
+def error_reason(code: int) -> str:
+    """The exit reason of a run that stopped before a result, by its exit code."""
+    return ("bad input or usage" if code == EXIT_BAD_INPUT else "interrupted" if code == EXIT_INTERRUPTED
+            else "internal error")
+
+
 def error_record(message: str, code: int = EXIT_BAD_INPUT) -> dict[str, Any]:
     """What a result file holds when the run stopped before a result: no verdict, the one-line error."""
-    reason = ("bad input or usage" if code == EXIT_BAD_INPUT else "interrupted" if code == EXIT_INTERRUPTED
-              else "internal error")
-    return {"verdict": None, "exit_code": code, "exit_reason": reason, "error": message}
+    return {"verdict": None, "exit_code": code, "exit_reason": error_reason(code), "error": message}
 
 
 def error_json(message: str, code: int = EXIT_BAD_INPUT) -> str:

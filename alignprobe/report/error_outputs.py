@@ -7,11 +7,10 @@ bad config says nothing, these files say why (``alignprobe gate`` writes them).
 
 from __future__ import annotations
 
-import json
 import os
 import xml.etree.ElementTree as ET
 
-from alignprobe.findings.exit_status import error_json
+from alignprobe.findings.exit_status import error_json, error_reason
 from alignprobe.report.markdown import MARKER
 from alignprobe.safe_paths import write_text_atomic
 
@@ -30,11 +29,10 @@ def write_error_outputs(
     """Write each output given; returns the paths written (``"-"`` for the JSON on stdout)."""
     from alignprobe.report.outputs import write_json
 
-    text = error_json(message, code)
-    reason = json.loads(text)["exit_reason"]
+    reason = error_reason(code)
     written = []
     if json_path is not None:
-        written.append(write_json(json_path, text))
+        written.append(write_json(json_path, error_json(message, code)))
     if report_dir is not None:
         os.makedirs(report_dir, exist_ok=True)
         path = os.path.join(report_dir, MARKDOWN_NAME)

@@ -151,7 +151,7 @@ def test_vllm_replies_are_one_line(body):
 # Files alignprobe wrote itself (journals, manifests, its driver's answer, its own result records) and
 # the stdlib call the checked reader wraps; every other JSON from outside is read by safe_json.
 OWN_JSON = {"alignprobe/safe_json.py", "alignprobe/audit/journal.py", "alignprobe/dump/planned_writer.py",
-            "alignprobe/dump/writer.py", "alignprobe/report/error_outputs.py", "alignprobe/compare/result.py",
+            "alignprobe/dump/writer.py", "alignprobe/compare/result.py",
             "alignprobe/audit/result.py", "alignprobe/cli/engine_args.py", "probes/engine_process.py"}
 
 
