@@ -79,9 +79,12 @@ class PromptSource:
     hidden_size: int | None = None
 
 
-def resolve_prompts(prompts: Sequence[Prompt] | str | os.PathLike, num_layers: int | None = None) -> PromptSource:
+def resolve_prompts(prompts: PromptSource | Sequence[Prompt] | str | os.PathLike,
+                    num_layers: int | None = None) -> PromptSource:
     """Prompts as given, from a dump or a training-set folder (``--tokens-from``) or from a JSONL of
-    ``input_ids`` lines."""
+    ``input_ids`` lines; a PromptSource already resolved is returned as it is (read once)."""
+    if isinstance(prompts, PromptSource):
+        return prompts
     if not isinstance(prompts, (str, os.PathLike)):
         return PromptSource(list(prompts), "given")
     path = os.fspath(prompts)
@@ -94,7 +97,7 @@ def resolve_prompts(prompts: Sequence[Prompt] | str | os.PathLike, num_layers: i
 
 def capture_from_backend(
     backend: SGLangBackend,
-    prompts: Sequence[Prompt] | str | os.PathLike,
+    prompts: PromptSource | Sequence[Prompt] | str | os.PathLike,
     out_path: str | os.PathLike,
     *,
     layer_ids: Sequence[int] | None = None,

@@ -114,7 +114,7 @@ def capture_sglang_engine(
         backend = DriverBackend(result, source.prompts, where)
         settings = {"engine_kwargs": kwargs, "engine_start_s": result.get("start_s"),
                     "engine_generate_s": result.get("generate_s")}
-        return capture_from_backend(backend, prompts, out_path, capture_settings=settings,
+        return capture_from_backend(backend, source, out_path, capture_settings=settings,
                                     max_new_tokens=max_new_tokens, **capture_options)
     finally:
         shutil.rmtree(work, ignore_errors=True)
