@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from alignprobe.compare.result import CompareResult, MappingSearch, StreamComparison
 from alignprobe.errors import BadInput
 from alignprobe.report import plots
-from alignprobe.report.tolerance_lines import Tolerances
+from alignprobe.report.tolerance_lines import PlotLevels
 
 DRAFTER_INPUT = "drafter_input"
 
@@ -62,7 +62,7 @@ def layer_metrics(result: CompareResult, stream: str | None = None) -> Figure:
         },
         [x.rel_rms for x in s],
         [x.norm_ratio for x in s],
-        Tolerances.from_policy(result.policy),
+        PlotLevels.from_policy(result.policy),
     )
 
 
@@ -81,7 +81,7 @@ def similarity(result: CompareResult, stream: str | None = None) -> Figure:
         [m.best for m in search.matches],
         marked,
         marked_label="what training used" if by_training else "claimed",
-        tolerances=Tolerances.from_policy(result.policy),
+        tolerances=PlotLevels.from_policy(result.policy),
     )
 
 
@@ -95,7 +95,7 @@ def position_drift(result: CompareResult, stream: str | None = None) -> Figure:
         [str(b.start) if b.stop - b.start == 1 else f"{b.start}-{b.stop - 1}" for b in buckets],
         {x.label: [b.rel_rms for b in x.positions] for x in pair.slices},
         "relative RMS error",
-        Tolerances.from_policy(result.policy),
+        PlotLevels.from_policy(result.policy),
     )
 
 
@@ -138,13 +138,13 @@ def token_cosine_histogram(result: CompareResult, stream: str | None = None, tra
     title = f"{_pair_name(pair)}: per-token cosine"
     if (train is None or serve is None) and not dumps_available(result) and all(s.cosine_cdf for s in pair.slices):
         return cdf_histogram({s.label: (s.cosine_cdf, s.tokens) for s in pair.slices}, title + " (from the result)",
-                             tolerances=Tolerances.from_policy(result.policy))
+                             tolerances=PlotLevels.from_policy(result.policy))
     return cosine_histogram(token_cosines(result, pair, train, serve), title,
-                            tolerances=Tolerances.from_policy(result.policy))
+                            tolerances=PlotLevels.from_policy(result.policy))
 
 
 def cosine_histogram(series: Mapping[str, np.ndarray], title: str, bins: int = 60,
-                     tolerances: Tolerances | None = None) -> Figure:
+                     tolerances: PlotLevels | None = None) -> Figure:
     """Histogram of per-token cosines ``{label: cosines}`` on shared bins (see report.token_cosines)."""
     finite = [v[np.isfinite(v)] for v in series.values()]
     low = min((float(v.min()) for v in finite if v.size), default=0.0)
@@ -154,7 +154,7 @@ def cosine_histogram(series: Mapping[str, np.ndarray], title: str, bins: int = 6
 
 
 def cdf_histogram(series: Mapping[str, tuple[list[list[float]], int]], title: str, bins: int = 60,
-                  tolerances: Tolerances | None = None) -> Figure:
+                  tolerances: PlotLevels | None = None) -> Figure:
     """The histogram of per-token cosines ``{label: (cdf, tokens)}`` from kept CDF points
     (``SliceMetrics.cosine_cdf``): each bin's count is tokens x the CDF's rise across it, the CDF
     taken as linear between its points."""

@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from alignprobe.report import tolerance_lines as lines
-from alignprobe.report.tolerance_lines import Tolerances
+from alignprobe.report.tolerance_lines import PlotLevels
 
 # Every figure is drawn at the page's width (report.html's body is 1180 px less its padding; PNGs
 # are saved at 100 dpi), so no plot is a thumbnail beside empty page and none is scaled down.
@@ -56,7 +56,7 @@ def layer_metrics_figure(
     cosine: Mapping[str, Sequence[float]],
     rel_rms: Sequence[float],
     norm_ratio: Sequence[float],
-    tolerances: Tolerances | None = None,
+    tolerances: PlotLevels | None = None,
 ) -> Figure:
     """Cosine percentiles, relative RMS error and norm ratio for each compared HF index of a stream,
     each against the policy's warn and fail lines (``tolerances``) with the axis scaled to show them."""
@@ -136,7 +136,7 @@ def similarity_figure(
     chosen: Sequence[int | None],
     marked: Sequence[int | None] | None = None,
     marked_label: str = "claimed",
-    tolerances: Tolerances | None = None,
+    tolerances: PlotLevels | None = None,
 ) -> Figure:
     """Mean cosine of every train HF index (rows) against every serve slice (columns).
 
@@ -192,7 +192,7 @@ HIST_DASHES = ("-", "--", "-.", ":")
 
 
 def cosine_histogram_figure(
-    title: str, series: Mapping[str, tuple[Sequence[float], Sequence[float]]], tolerances: Tolerances | None = None
+    title: str, series: Mapping[str, tuple[Sequence[float], Sequence[float]]], tolerances: PlotLevels | None = None
 ) -> Figure:
     """Distribution of per-token cosine, one step curve per HF index: ``{label: (bin_edges, counts)}``; the
     cosine-p1 warn and fail levels are drawn where the worst 1% of tokens must stay above."""
@@ -228,7 +228,7 @@ def position_drift_figure(
     position_labels: Sequence[str],
     series: Mapping[str, Sequence[float]],
     metric: str,
-    tolerances: Tolerances | None = None,
+    tolerances: PlotLevels | None = None,
 ) -> Figure:
     """One metric against token position (bucketed), one line per HF index: drift that grows along the
     sequence. With ``tolerances`` the metric is the rel-RMS, drawn against its warn and fail lines."""

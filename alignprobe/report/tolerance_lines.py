@@ -19,19 +19,20 @@ FAIL_STYLE = {"color": "#b3261e", "linestyle": "-", "linewidth": 1.4}
 STYLE = {"warn": WARN_STYLE, "fail": FAIL_STYLE}
 
 
-@dataclasses.dataclass
-class Tolerances:
-    """The drift and scale levels a plot draws; from a result's ``policy`` dict (defaults where absent)."""
+@dataclasses.dataclass(frozen=True)
+class PlotLevels:
+    """The drift and scale levels a plot draws, from a result's ``policy`` dict (compare's Policy
+    defaults where a key is absent: the levels are never written down a second time)."""
 
-    warn_cosine_p1: float = 0.95
-    fail_cosine_p1: float = 0.90
-    warn_rel_rms: float = 0.055
-    fail_rel_rms: float = 0.07
-    scale_tolerance: float = 0.1
-    mapping_min_cosine: float = 0.9
+    warn_cosine_p1: float
+    fail_cosine_p1: float
+    warn_rel_rms: float
+    fail_rel_rms: float
+    scale_tolerance: float
+    mapping_min_cosine: float
 
     @classmethod
-    def from_policy(cls, policy: Mapping[str, Any] | None) -> "Tolerances":
+    def from_policy(cls, policy: Mapping[str, Any] | None) -> "PlotLevels":
         from alignprobe.compare.policy import Policy
 
         base = Policy()

@@ -104,9 +104,9 @@ def test_tolerance_lines_are_drawn_where_the_figure_says_and_keep_a_clean_run_ca
     """Each line recorded in figure.tolerances (what data-tolerances holds) is a line on an axis at that
     value; a clean run's tiny wiggle is drawn against the band, not stretched over the axis; tick
     labels carry no offset."""
-    from alignprobe.report.tolerance_lines import Tolerances
+    from alignprobe.report.tolerance_lines import PlotLevels
 
-    tol = Tolerances()
+    tol = PlotLevels.from_policy(None)  # compare's default policy
     p50 = [1.0, 0.999999, 1.0, 0.9999995, 1.0]  # a clean PASS: differences of 1e-6
     fig = plots.layer_metrics_figure("clean", LABELS, {"p1": p50, "p50": p50}, [1e-4, 2e-4, 1.2e-4, 1e-4, 3e-4],
                                      [1.0, 1.0, 1.0, 1.0, 1.0], tol)
