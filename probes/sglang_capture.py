@@ -9,8 +9,9 @@ tokenizer manager copies ``recv_obj.output_hidden_states[i]`` into ``meta_info["
 slices ``len(req.origin_input_ids)`` rows of the batch's extend rows), then one ``[width]`` vector
 per decoded token. ``meta_info["cached_tokens"]`` counts prompt tokens served from the radix cache,
 whose rows were never computed. A real SGLang 0.5.23 answers ``max_new_tokens: 0`` with an empty
-list (seen on the real server, docs/serving/sglang.md), so the capture asks for one new token and takes element 0 alone; the decode
-elements are unreliable under speculative decoding anyway (sgl-project/sglang issue #26163, 2026-05).
+list (seen on the real server, docs/serving/sglang.md), so the capture asks for one new token and
+takes element 0 alone; the decode elements are unreliable under speculative decoding anyway
+(sgl-project/sglang issue #26163, 2026-05).
 Which aux layers the rows hold follows the ids the server ran with: its own
 ``--return-aux-hidden-state-layer-ids`` (reported in /server_info), else the draft config's, else
 the model defaults.
