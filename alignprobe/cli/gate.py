@@ -11,8 +11,7 @@ import sys
 import click
 
 from alignprobe.cli.compare import finish
-from alignprobe.cli.json_output import people_echo
-from alignprobe.cli.json_output import forget_json_path, json_option
+from alignprobe.cli.json_output import forget_json_path, json_option, people_echo
 from alignprobe.cli.terminal import RowsBar
 from alignprobe.errors import BadInput
 from alignprobe.layer_ids import parse_layer_list

@@ -25,7 +25,8 @@ import signal
 import sys
 import threading
 
-from alignprobe.errors import EXIT_INTERRUPTED  # stdlib only, as this module must be
+from alignprobe.errors import EXIT_INTERRUPTED  # a module of constants: this one stays stdlib-light
+
 LINE = b"alignprobe: interrupted\n"
 
 _IMPORTING, _RUNNING, _DONE = "importing", "running", "done"
