@@ -14,7 +14,8 @@ its default action before it tears down torch and h5py (long enough for a Ctrl-C
 console script does not end through it: :func:`leave` runs the exit handlers with this handler still
 in place, then ends the process.
 
-Stdlib only: the console script installs this before anything heavy is imported.
+Stdlib only (and the exit codes of alignprobe.errors): the console script installs this before anything
+heavy is imported.
 """
 
 from __future__ import annotations
