@@ -47,12 +47,11 @@ from alignprobe.importers.files import is_mapped_checkpoint, read_through
 from alignprobe.importers.importer import (
     ImportPlan,
     SampleNames,
-    check_like_first,
+    kept_streams,
     plan_import,
     plan_samples,
     provenance_of,
     read_sample,
-    streams_of,
 )
 from alignprobe.importers.sample import ForeignSample
 
@@ -257,14 +256,9 @@ class FolderSource(StreamReads):
     def _states_of(self, k: int, sample: ForeignSample) -> dict[str, np.ndarray]:
         """What an import writes of a file: its streams' kept rows in the claimed dtype (float64 and the
         like widened or narrowed exactly as the import does)."""
-        check_like_first(sample, self.plan)
         _, length, pad = self._planned[k]
-        if len(sample.token_ids) != length + pad:
-            raise BadInput(f"{sample.path}: changed while it was read ({length + pad} tokens, now {len(sample.token_ids)})")
-        if pad:
-            sample = sample.truncated(length)
         out = {}
-        for name, states in streams_of(sample, self.plan).items():
+        for name, states in kept_streams(sample, self.plan, length, pad).items():
             dtype = TORCH_DTYPE[self.streams[name].dtype]
             states = states if states.dtype == dtype else states.to(dtype)
             out[name] = to_storage(states, self.streams[name].dtype)  # a view of the tensor, no copy

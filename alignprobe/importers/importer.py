@@ -319,12 +319,7 @@ def _read_ahead(layout: Layout, ref: SampleRef) -> ForeignSample | None:
 
 def _write_one(plan: ImportPlan, writer: PlannedDumpWriter, path: SampleRef, sample: ForeignSample, sample_id: str,
                length: int, pad: int) -> int:
-    check_like_first(sample, plan)
-    if len(sample.token_ids) != length + pad:
-        raise BadInput(f"{path}: changed while it was imported ({length + pad} tokens, now {len(sample.token_ids)})")
-    if pad:
-        sample = sample.truncated(length)
-    writer.add(sample_id, sample.token_ids, streams_of(sample, plan))
+    writer.add(sample_id, sample.token_ids[:length], kept_streams(sample, plan, length, pad))
     return length
 
 
@@ -393,6 +388,16 @@ def check_like_first(sample: ForeignSample, plan: ImportPlan) -> None:
         raise BadInput(f"{sample.path}: the layer states are {have} wide, but the first file's are {plan.file_width}")
     if "final" in plan.streams and not plan.final_from_tail and sample.final is None:
         raise BadInput(f"{sample.path}: no final hidden_state, unlike the first file")
+
+
+def kept_streams(sample: ForeignSample, plan: ImportPlan, length: int, pad: int) -> dict[str, torch.Tensor]:
+    """What an import keeps of a file read in full, checked against the plan: its streams' first
+    ``length`` rows (``pad`` rows of padding dropped), as the import writes them and a folder read in
+    place serves them."""
+    check_like_first(sample, plan)
+    if len(sample.token_ids) != length + pad:
+        raise BadInput(f"{sample.path}: changed while it was read ({length + pad} tokens, now {len(sample.token_ids)})")
+    return streams_of(sample.truncated(length) if pad else sample, plan)
 
 
 def streams_of(sample: ForeignSample, plan: ImportPlan) -> dict[str, torch.Tensor]:
