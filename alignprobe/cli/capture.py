@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import click
 
+from alignprobe.cli.options import dump_output_options
+
 from alignprobe.layer_ids import parse_layer_list
 
 
@@ -20,7 +22,7 @@ def capture() -> None:
 @capture.command("hf")
 @click.option("--model", "model_dir", required=True, type=click.Path(), help="Local transformers model directory.")
 @click.option("--prompts", "prompts_path", required=True, type=click.Path(), help="JSONL: text, messages or input_ids.")
-@click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
+@dump_output_options
 @click.option("--dtype", default="bf16", show_default=True, help="bf16, fp16 or fp32: the dtype the model runs in.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
 @click.option("--device-map", default=None, type=click.Choice(["auto", "balanced", "balanced_low_0", "sequential", "cpu"]),
@@ -43,10 +45,7 @@ def capture() -> None:
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="Capture only the first N prompts.")
 @click.option("--shard-tokens", default=16384, show_default=True, type=click.IntRange(min=1),
               help="Tokens captured between two durable checkpoints: the most a crash loses before --resume.")
-@click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
-@click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--trust-remote-code", is_flag=True, help="Run the model directory's own modeling code (Kimi).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
 def capture_hf_command(model_dir, prompts_path, out_path, dtype, device, device_map, max_memory, offload_folder, layers,
                        aux_layers, aux_final_norm, batch_size, padding_side,
                        simulate_quant, group_size, limit, shard_tokens, resume, force, trust_remote_code, quiet) -> None:

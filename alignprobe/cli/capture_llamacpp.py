@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from alignprobe.cli.options import dump_output_options
+
 from alignprobe.cli.capture import capture, parse_layer_list
 
 
@@ -12,7 +14,7 @@ from alignprobe.cli.capture import capture, parse_layer_list
 @click.option("--tokens-from", default=None, type=click.Path(),
               help="A dump of the same prompts (e.g. the train capture): its sample ids and token ids are replayed.")
 @click.option("--prompts", "prompts_path", default=None, type=click.Path(), help="Or a JSONL of input_ids lines.")
-@click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
+@dump_output_options
 @click.option("--layer-ids", default=None,
               help="The drafter GGUF's eagle3.target_layers (eagle3.extract_layers in older files; llama.cpp numbering: "
                    "id k is the input of layer k, id n_layer the state before the final norm), e.g. 2,4,5: the aux stream.")
@@ -28,9 +30,6 @@ from alignprobe.cli.capture import capture, parse_layer_list
 @click.option("--flash-attn", default="auto", show_default=True, type=click.Choice(["auto", "on", "off"]),
               help="As llama-server's --flash-attn; with an F32 GGUF, --cache-type f32 --flash-attn off is float32 end to end.")
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="Capture only the first N prompts.")
-@click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
-@click.option("--force", is_flag=True, help="Replace --out if it exists.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
 def capture_llamacpp_command(model, tokens_from, prompts_path, out_path, layer_ids, drafter, layers, engine_python, threads,
                              cache_type, flash_attn, limit, resume, force, quiet) -> None:
     """Capture what llama.cpp computes for a GGUF model: every layer's input, both finals, the drafter's taps."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from alignprobe.cli.capture import capture, parse_layer_list
-from alignprobe.cli.options import NUM_LAYERS, SECONDS
+from alignprobe.cli.options import NUM_LAYERS, SECONDS, dump_output_options
 from alignprobe.errors import BadInput
 
 
@@ -17,7 +17,7 @@ from alignprobe.errors import BadInput
               help="A dump (e.g. the train capture) or a SpecForge / speculators folder whose sample ids and token ids to replay "
                    "(a folder needs --num-layers).")
 @click.option("--prompts", "prompts_path", default=None, type=click.Path(), help="Or a JSONL of input_ids lines.")
-@click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
+@dump_output_options
 @click.option("--layer-ids", default=None,
               help="The drafter's eagle_aux_hidden_state_layer_ids (SGLang numbering) if the server's draft config "
                    "is not a local folder, e.g. 1,29,57.")
@@ -37,9 +37,6 @@ from alignprobe.errors import BadInput
 @click.option("--timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds for one request, all of it.")
 @click.option("--retries", default=3, show_default=True, type=click.IntRange(min=0),
               help="Extra attempts after errors/timeouts/5xx; one call stops retrying after 4 --timeouts (at least 30 s).")
-@click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
-@click.option("--force", is_flag=True, help="Replace --out if it exists.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
 def capture_sglang_command(url, engine_model, tokens_from, prompts_path, out_path, layer_ids, num_layers, hidden_size,
                            arch, max_new_tokens, in_flight, engine_python, engine_args, old_deepseek_rule, timeout,
                            retries, resume, force, quiet) -> None:

@@ -6,7 +6,7 @@ import click
 
 from alignprobe.cli.capture import capture, parse_layer_list
 from alignprobe.cli.engine_args import parse_engine_args
-from alignprobe.cli.options import NUM_LAYERS, SECONDS
+from alignprobe.cli.options import NUM_LAYERS, SECONDS, dump_output_options
 
 
 @capture.command("vllm")
@@ -25,7 +25,7 @@ from alignprobe.cli.options import NUM_LAYERS, SECONDS
                    "sample ids by matching token ids.")
 @click.option("--prompts", "prompts_path", default=None, type=click.Path(),
               help="With --url/--offline-model and no --tokens-from: a JSONL of input_ids lines.")
-@click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5).")
+@dump_output_options
 @click.option("--engine-python", default=None, type=click.Path(),
               help="With --offline-model: the Python of vLLM's venv [default: this one].")
 @click.option("--dtype", default=None, help="With --offline-model: the dtype vLLM runs in [default: the checkpoint's].")
@@ -42,9 +42,6 @@ from alignprobe.cli.options import NUM_LAYERS, SECONDS
                    "id to fc), final (kept apart, speculators' --include-last-layer layout); auto: aux when the "
                    "--tokens-from dump's drafter input holds as many slices as there are ids.")
 @click.option("--timeout", default=120.0, show_default=True, type=SECONDS, help="Seconds for one request, and for its file to appear (--url).")
-@click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out.")
-@click.option("--force", is_flag=True, help="Replace --out if it exists.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
 def capture_vllm_command(from_dir, url, served_model, offline_model, storage_dir, layer_ids, num_layers, tokens_from,
                          prompts_path, out_path, engine_python, dtype, max_model_len, enforce_eager, engine_args,
                          stream_role, last_layer, timeout, resume, force, quiet) -> None:

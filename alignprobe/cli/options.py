@@ -9,6 +9,16 @@ import click
 from alignprobe.dump.schema import MAX_NUM_LAYERS
 
 
+def dump_output_options(command):
+    """``--out``, ``--resume``, ``--force`` and ``--quiet``: what every capture into a dump takes."""
+    for option in reversed((
+        click.option("--out", "out_path", required=True, type=click.Path(), help="Dump to write (HDF5)."),
+        click.option("--resume", is_flag=True, help="Continue an interrupted capture into the same --out."),
+        click.option("--force", is_flag=True, help="Replace --out if it exists."),
+        click.option("--quiet", is_flag=True, help="No progress bar."),
+    )):
+        command = option(command)
+    return command
 
 
 # --num-layers: a model's decoder layer count; beyond the schema's bound it is a typo (an extra 0) or
