@@ -72,7 +72,7 @@ def records_table(records: list[Mapping[str, Any]], policy: Mapping[str, Any]) -
         cells = []
         for c in columns:
             value = record.get(c, "")
-            bad = _past(c, value, policy)
+            bad = past_warning(c, value, policy)
             cells.append(f'<td{" class=ap-past" if bad else ""}>{_cell(c, value, policy)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     more = f'<p class="ap-muted">and {len(records) - MAX_ROWS} more rows (result.json has them)</p>' if len(records) > MAX_ROWS else ""
@@ -101,7 +101,8 @@ def _heading(field: str, policy) -> str:
     return f'{text}<br><span class="ap-tol">{levels}</span>' if levels else text
 
 
-def _past(field: str, value: Any, policy) -> bool:
+def past_warning(field: str, value: Any, policy) -> bool:
+    """Whether ``value`` of ``field`` (a LEVELS field) is past the policy's first (warn) level."""
     if field not in LEVELS or not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
     _, keys, side = LEVELS[field]

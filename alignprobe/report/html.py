@@ -20,6 +20,7 @@ from alignprobe.compare.sampling import Z95
 from alignprobe.compare.summary import half_width_multiplier
 from alignprobe.findings import Finding
 from alignprobe.report.accept_html import accept_section
+from alignprobe.report.evidence import past_warning
 from alignprobe.report.finding_html import findings_html
 from alignprobe.report.format import escape, format_number
 
@@ -121,14 +122,12 @@ def layer_table(pair: StreamComparison, policy: dict[str, Any] | None = None, mu
     if not pair.slices:
         return '<p class="ap-muted">No per-layer numbers: the serve slices are not the train slices they should be (see the mapping above).</p>'
     policy = policy or {}
-    cosine_floor, rms_ceiling = policy.get("drift_warn_cosine_p1"), policy.get("drift_warn_rel_rms")
     head = ("HF index", "train", "serve", "tokens", "cos mean", "cos p1", "cos p5", "cos min", "rel-RMS", "SQNR dB",
             "norm ratio", "max |diff|", "bad rows")
     rows = []
     for s in pair.slices:
         bad_rows = sum(h.nonfinite_rows + h.degenerate_rows for h in (s.train_health, s.serve_health))
-        flagged = (_finite(cosine_floor) and _finite(s.cosine_p1) and s.cosine_p1 < cosine_floor) or (
-            _finite(rms_ceiling) and _finite(s.rel_rms) and s.rel_rms > rms_ceiling)
+        flagged = past_warning("cosine_p1", s.cosine_p1, policy) or past_warning("rel_rms", s.rel_rms, policy)
         cells = [
             f'<td class="l">{escape(s.label)}</td>',
             f'<td class="l">{escape(s.train_stream)}[{s.train_slice}]</td>',
