@@ -63,6 +63,9 @@ def _notes(finding: Finding) -> tuple[Note, ...]:
     return getattr(finding, "notes", ())
 
 
+VERDICT_ICONS = {"PASS": "✅", "WARN": "⚠️", "FAIL": "❌"}  # before the verdict in a CI comment's heading
+
+
 def markdown_cell(text: str) -> str:
     """``text`` safe inside a Markdown table cell or list item of a CI comment."""
     # GitHub renders HTML inside a comment: a title quoting a tag must not become one. Only "<" opens

@@ -6,14 +6,13 @@ import math
 
 from alignprobe.compare.result import CompareResult, StreamComparison
 from alignprobe.findings import render
-from alignprobe.findings.render import markdown_cell
+from alignprobe.findings.render import VERDICT_ICONS, markdown_cell
 from alignprobe.findings.evidence_text import evidence_value
 from alignprobe.report.format import format_number
 
 MAX_FINDINGS = 8  # a CI comment is read on one screen; the HTML report has the rest
 MAX_EVIDENCE = 4
 LEADING_EVIDENCE = ("shift", "expected", "measured", "margins", "worst", "serve_width", "expected_width", "rows", "fraction")
-ICONS = {"PASS": "✅", "WARN": "⚠️", "FAIL": "❌"}
 # A bot that posts this as a pull-request comment finds its earlier comment by this line and edits it.
 MARKER = "<!-- alignprobe-summary -->"
 
@@ -22,7 +21,7 @@ def render_markdown(result: CompareResult, report_name: str = "report.html") -> 
     t = result.tokens
     lines = [
         MARKER,
-        f"### {ICONS.get(result.verdict, '')} alignprobe: **{result.verdict}**",
+        f"### {VERDICT_ICONS.get(result.verdict, '')} alignprobe: **{result.verdict}**",
         "",
         f"train `{result.train_path}` vs serve `{result.serve_path}`: {t.compared_samples or t.paired} samples, "
         f"{t.aligned_tokens} tokens compared (N={result.num_layers}, H={result.hidden_size}).",

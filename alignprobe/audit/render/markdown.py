@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from alignprobe.audit.result import AuditResult
 from alignprobe.findings import render
-from alignprobe.findings.render import markdown_cell
-
-ICON = {"PASS": "✅", "WARN": "⚠️", "FAIL": "❌"}  # as report/markdown.py's ICONS
+from alignprobe.findings.render import VERDICT_ICONS, markdown_cell
 
 
 def render_markdown(result: AuditResult) -> str:
-    lines = [f"## alignprobe audit: {ICON[result.verdict]} {result.verdict}", "",
+    lines = [f"## alignprobe audit: {VERDICT_ICONS[result.verdict]} {result.verdict}", "",
              f"{result.samples} samples, {result.tokens} tokens, {result.bytes / 1e9:.2f} GB in "
              f"{', '.join(markdown_cell(f'{s.path} ({s.format}, {s.files} files)') for s in result.sources)}; "
              f"{result.elapsed_s:.1f} s", ""]
