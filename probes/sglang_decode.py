@@ -1,7 +1,7 @@
 """Decode a ``/generate`` answer fast: the prefill rows go straight from JSON text into float32.
 
-SGLang sends hidden states as decimal JSON (~20 bytes a value, as a real SGLang 0.5.23 writes them): a Kimi-width
-reply (3 x 7168 values a token) is ~430 KB a token, and the standard library's json plus numpy
+SGLang sends hidden states as decimal JSON (~20 bytes a value, as a real SGLang 0.5.23 writes them):
+a Kimi-width reply (3 x 7168 values a token) is ~430 KB a token, and the standard library's json plus numpy
 decodes it at ~30 MB/s. msgspec parses only the fields named below and skips the rest without
 building them; the decode-token entries after the prefill are kept as raw bytes and never parsed.
 Measured on a 100-token reply of width 21504 (42 MB): json 1.8 s, orjson 0.34 s, msgspec 0.30 s

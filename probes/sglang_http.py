@@ -130,7 +130,7 @@ class HttpBackend:
             try:
                 response = whole_request(self._client, method, url, body, self.timeout)
             except httpx.HTTPError as exc:
-                # a connection error, a timeout or a broken-off answer may pass; a malformed one will not
+                # a connection error, a timeout or a broken-off answer is tried again; a malformed one is not
                 if last or not isinstance(exc, httpx.TransportError):
                     raise http_failure(exc, url, "SGLang", self.timeout, f" after {tries}") from None
             else:
